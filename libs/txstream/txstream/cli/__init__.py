@@ -1,0 +1,1 @@
+"""The `txstream` command-line tool."""

@@ -1,0 +1,84 @@
+"""Settings for every txstream process, from `txstream.toml` and `TXSTREAM_*` variables.
+
+Precedence, highest first: explicit arguments, environment, the config file, defaults. The
+config file is `$TXSTREAM_CONFIG`, else `txstream.toml` in the project root.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+
+def project_root() -> Path:
+    """The checkout that holds `schemas/` and the Makefile.
+
+    An editable install keeps the package inside the checkout, so walking up from this file
+    finds it; `TXSTREAM_ROOT` overrides that for installed copies (e.g. container images).
+    """
+    env = os.environ.get("TXSTREAM_ROOT")
+    if env:
+        return Path(env).resolve()
+    here = Path(__file__).resolve()
+    for parent in here.parents:
+        if (parent / "schemas").is_dir() and (parent / "pyproject.toml").is_file():
+            return parent
+    return Path.cwd()
+
+
+def _config_file() -> Path:
+    env = os.environ.get("TXSTREAM_CONFIG")
+    return Path(env) if env else project_root() / "txstream.toml"
+
+
+class Settings(BaseSettings):
+    """One flat namespace; each field maps to `TXSTREAM_<FIELD>` in the environment."""
+
+    model_config = SettingsConfigDict(env_prefix="TXSTREAM_", extra="forbid")
+
+    home: Path = project_root() / ".txstream"
+    kafka_bootstrap: str | None = None
+    kafka_host: str = "127.0.0.1"
+    kafka_port: int = 9092
+    kafka_controller_port: int = 9093
+    kafka_libs: Path = project_root() / "build" / "kafka" / "libs"
+    kafka_heap: str = "768m"
+    kafka_partitions: int = 1
+    startup_timeout_s: float = 60.0
+    schema_dir: Path = project_root() / "schemas"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        toml = TomlConfigSettingsSource(settings_cls, toml_file=_config_file())
+        return (init_settings, env_settings, toml)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """An external cluster when `kafka_bootstrap` is set, else the local broker."""
+        return self.kafka_bootstrap or f"{self.kafka_host}:{self.kafka_port}"
+
+    @property
+    def run_dir(self) -> Path:
+        return self.home / "run"
+
+    @property
+    def log_dir(self) -> Path:
+        return self.home / "log"
+
+    @property
+    def data_dir(self) -> Path:
+        return self.home / "data"

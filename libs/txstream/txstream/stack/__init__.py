@@ -1,0 +1,1 @@
+"""The native local stack: processes started from our own scripts, tracked by pidfiles."""

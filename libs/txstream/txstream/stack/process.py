@@ -1,0 +1,104 @@
+"""Pidfile-tracked background processes.
+
+A pid alone is not proof of identity: after a SIGKILL the pid can be reused by an unrelated
+process. Each managed process therefore has a marker (a path unique to its home) that must
+appear in its command line before we treat the pid as ours.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class ManagedProcess:
+    name: str
+    run_dir: Path
+    marker: str
+
+    @property
+    def pidfile(self) -> Path:
+        return self.run_dir / f"{self.name}.pid"
+
+    def recorded_pid(self) -> int | None:
+        try:
+            return int(self.pidfile.read_text().strip())
+        except (FileNotFoundError, ValueError):
+            return None
+
+    def live_pid(self) -> int | None:
+        """The recorded pid if that process is alive and is really ours."""
+        pid = self.recorded_pid()
+        if pid is not None and is_alive(pid) and self.marker in cmdline(pid):
+            return pid
+        return None
+
+    def is_stale(self) -> bool:
+        return self.pidfile.exists() and self.live_pid() is None
+
+    def clear(self) -> None:
+        self.pidfile.unlink(missing_ok=True)
+
+    def spawn(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> int:
+        """Start detached (own session), so the stack outlives the command that started it."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        with log.open("ab") as out:
+            proc = subprocess.Popen(
+                argv,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+                env=env,
+            )
+        self.pidfile.write_text(f"{proc.pid}\n")
+        return proc.pid
+
+    def stop(self, timeout_s: float = 30.0) -> bool:
+        """SIGTERM, then SIGKILL after `timeout_s`. Returns whether a process was stopped."""
+        pid = self.live_pid()
+        if pid is None:
+            self.clear()
+            return False
+        os.kill(pid, signal.SIGTERM)
+        if not wait_exit(pid, timeout_s):
+            os.kill(pid, signal.SIGKILL)
+            wait_exit(pid, 10.0)
+        self.clear()
+        return True
+
+
+def is_alive(pid: int) -> bool:
+    """True for a running process; a zombie (killed, not yet reaped) counts as dead."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return False
+    state = stat.rsplit(")", 1)[1].split()[0]
+    return state not in ("Z", "X")
+
+
+def cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    except (FileNotFoundError, ProcessLookupError, PermissionError):
+        return ""
+
+
+def wait_exit(pid: int, timeout_s: float) -> bool:
+    """Poll until the process is gone; reaps it when it is our child."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with contextlib.suppress(ChildProcessError):
+            os.waitpid(pid, os.WNOHANG)
+        if not is_alive(pid):
+            return True
+        time.sleep(0.05)
+    return not is_alive(pid)

@@ -1,0 +1,73 @@
+"""Shared fixtures: one real Kafka broker per test session.
+
+A broker already answering at the configured address (e.g. after `make up`) is reused;
+otherwise one is started in a private home with free ports and stopped, by pid, at the end.
+"""
+
+from __future__ import annotations
+
+import socket
+import uuid
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from txstream.config import Settings
+from txstream.stack.broker import KafkaBroker
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def private_settings(home: Path) -> Settings:
+    """Settings for a stack of its own: its own home and ports, so it never meets another."""
+    return Settings(home=home, kafka_port=free_port(), kafka_controller_port=free_port())
+
+
+@dataclass(frozen=True)
+class KafkaEnv:
+    settings: Settings
+
+    @property
+    def bootstrap(self) -> str:
+        return self.settings.bootstrap_servers
+
+    def admin(self) -> AdminClient:
+        return AdminClient({"bootstrap.servers": self.bootstrap})
+
+
+@pytest.fixture(scope="session")
+def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaEnv]:
+    shared = Settings()
+    if KafkaBroker(shared).answers(timeout_s=2.0):
+        yield KafkaEnv(shared)
+        return
+    settings = private_settings(tmp_path_factory.mktemp("kafka-home"))
+    broker = KafkaBroker(settings)
+    broker.start()
+    try:
+        yield KafkaEnv(settings)
+    finally:
+        broker.process.stop()
+
+
+@pytest.fixture
+def new_topic(kafka: KafkaEnv, request: pytest.FixtureRequest) -> Callable[..., str]:
+    """Create a uniquely named topic for this test: `new_topic("votes", partitions=2)`."""
+
+    def make(prefix: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
+        name = f"{prefix}-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
+        name = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
+        futures = kafka.admin().create_topics([NewTopic(name, partitions, 1, config=config or {})])
+        for f in futures.values():
+            f.result(timeout=30)
+        return name
+
+    return make

@@ -1,0 +1,102 @@
+"""The native stack's lifecycle through `make` and the CLI, on a private home and ports."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+from txstream.config import Settings, project_root
+from txstream.stack.broker import KafkaBroker
+from txstream.stack.process import cmdline, is_alive
+
+ROOT = project_root()
+
+
+@pytest.fixture
+def stack_env(tmp_path: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        TXSTREAM_HOME=str(tmp_path / "home"),
+        TXSTREAM_KAFKA_PORT=str(free_port()),
+        TXSTREAM_KAFKA_CONTROLLER_PORT=str(free_port()),
+    )
+    return env
+
+
+def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=180, check=False
+    )
+
+
+def processes_of(home: str) -> list[int]:
+    """Every live process whose command line names this stack's home."""
+    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
+    return [pid for pid in pids if home in cmdline(pid) and is_alive(pid)]
+
+
+def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> None:
+    home = stack_env["TXSTREAM_HOME"]
+    pidfile = Path(home) / "run" / "kafka.pid"
+    try:
+        up = run(["make", "--no-print-directory", "up"], stack_env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        pid = int(pidfile.read_text())
+        assert is_alive(pid)
+
+        status = run(["make", "--no-print-directory", "status"], stack_env)
+        assert status.returncode == 0, status.stdout
+        assert "running" in status.stdout and str(pid) in status.stdout
+
+        down = run(["make", "--no-print-directory", "down"], stack_env)
+        assert down.returncode == 0, down.stdout + down.stderr
+        assert not is_alive(pid)
+        assert not pidfile.exists()
+        assert processes_of(home) == []
+    finally:
+        for pid in processes_of(home):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_up_twice_is_a_noop_and_sigkill_is_reported_then_restarted(
+    stack_env: dict[str, str],
+) -> None:
+    txstream = str(ROOT / ".venv" / "bin" / "txstream")
+    home = stack_env["TXSTREAM_HOME"]
+    pidfile = Path(home) / "run" / "kafka.pid"
+    try:
+        assert run([txstream, "stack", "up"], stack_env).returncode == 0
+        first = int(pidfile.read_text())
+
+        again = run([txstream, "stack", "up"], stack_env)
+        assert again.returncode == 0
+        assert "already running" in again.stdout and "nothing to do" in again.stdout
+        assert int(pidfile.read_text()) == first
+
+        os.kill(first, signal.SIGKILL)
+        dead = run([txstream, "stack", "status"], stack_env)
+        assert dead.returncode == 1
+        assert "dead" in dead.stdout and str(first) in dead.stdout
+
+        restarted = run([txstream, "stack", "up"], stack_env)
+        assert restarted.returncode == 0, restarted.stdout + restarted.stderr
+        assert "stale pidfile" in restarted.stdout
+        second = int(pidfile.read_text())
+        assert second != first and is_alive(second)
+        settings = Settings(
+            home=Path(home),
+            kafka_port=int(stack_env["TXSTREAM_KAFKA_PORT"]),
+            kafka_controller_port=int(stack_env["TXSTREAM_KAFKA_CONTROLLER_PORT"]),
+        )
+        assert KafkaBroker(settings).answers()
+
+        assert run([txstream, "stack", "down"], stack_env).returncode == 0
+        assert processes_of(home) == []
+    finally:
+        for pid in processes_of(home):
+            os.kill(pid, signal.SIGKILL)
