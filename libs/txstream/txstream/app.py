@@ -1,0 +1,139 @@
+"""The user API: an App collects declarations through a few methods and decorators.
+
+app = App("leaderboard")
+votes = app.stream("votes", schema="leaderboard.Vote")
+
+@app.procedure(input=votes, outputs=[accepted])
+def validate(ctx, batch): ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from txstream.engine.windows import TimeWindowSpec, TupleWindowSpec
+from txstream.model.dataflow import Dataflow, build_dataflow
+from txstream.model.declarations import (
+    Check,
+    Constraint,
+    Declarations,
+    NestedTransaction,
+    Procedure,
+    ProcedureFn,
+    Record,
+    SlideTrigger,
+    Stream,
+    Table,
+    Window,
+)
+from txstream.model.errors import DataflowError
+
+F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T", Stream, Table, Window, Procedure, NestedTransaction)
+
+
+def _name(x: str | Stream | Table | Window | Procedure) -> str:
+    return x if isinstance(x, str) else x.name
+
+
+class App:
+    """A transactional streaming application: its declarations and their validated dataflow."""
+
+    def __init__(self, name: str, params: Mapping[str, Any] | None = None) -> None:
+        if not name.replace("_", "").replace("-", "").isalnum():
+            raise DataflowError(f"app name {name!r} must be letters, digits, '-' or '_'")
+        self.name = name
+        self.params: dict[str, Any] = dict(params or {})
+        self.decl = Declarations()
+
+    def stream(self, name: str, schema: str, key_field: str | None = None) -> Stream:
+        return self._add(self.decl.streams, Stream(name, schema, key_field), "stream")
+
+    def table(
+        self, name: str, schema: str, constraints: Mapping[str, Check] | None = None
+    ) -> Table:
+        cs = tuple(Constraint(n, c) for n, c in (constraints or {}).items())
+        return self._add(self.decl.tables, Table(name, schema, cs), "table")
+
+    def window(
+        self,
+        name: str,
+        schema: str,
+        *,
+        rows: int | None = None,
+        range: int | None = None,
+        slide: int,
+        time_field: str | None = None,
+    ) -> Window:
+        """ROWS `rows` SLIDE `slide`, or RANGE `range` SLIDE `slide` over `time_field`."""
+        spec: TupleWindowSpec | TimeWindowSpec
+        if (rows is None) == (range is None):
+            raise DataflowError(f"window {name!r}: give exactly one of rows= or range=")
+        if rows is not None:
+            spec = TupleWindowSpec(rows=rows, slide=slide)
+        else:
+            if time_field is None:
+                raise DataflowError(f"window {name!r}: a RANGE window needs time_field=")
+            assert range is not None
+            spec = TimeWindowSpec(range=range, slide=slide, time_field=time_field)
+        return self._add(self.decl.windows, Window(name, schema, spec), "window")
+
+    def procedure(
+        self,
+        input: str | Stream,
+        outputs: Iterable[str | Stream] = (),
+        windows: Iterable[str | Window] = (),
+        name: str | None = None,
+    ) -> Callable[[ProcedureFn], ProcedureFn]:
+        """Declare a stored procedure; each run on one input batch is one TE."""
+
+        def register(fn: ProcedureFn) -> ProcedureFn:
+            proc = Procedure(
+                name=name or fn.__name__,
+                fn=fn,
+                input=_name(input),
+                outputs=tuple(_name(o) for o in outputs),
+                windows=tuple(_name(w) for w in windows),
+            )
+            self._add(self.decl.procedures, proc, "procedure")
+            return fn
+
+        return register
+
+    def nested(self, name: str, procedures: Iterable[str | Callable[..., Any]]) -> None:
+        """Group procedures into one nested transaction per batch."""
+        names = tuple(p if isinstance(p, str) else p.__name__ for p in procedures)
+        self._add(self.decl.nested, NestedTransaction(name, names), "nested transaction")
+
+    def on_slide(self, window: str | Window) -> Callable[[F], F]:
+        """An EE trigger: runs inside the owner's TE each time `window` slides."""
+
+        def register(fn: F) -> F:
+            w = _name(window)
+            self.decl.slide_triggers.setdefault(w, []).append(SlideTrigger(w, fn))
+            return fn
+
+        return register
+
+    def on_insert(self, target: str | Stream | Table) -> Callable[[F], F]:
+        """An EE trigger: runs inside the same TE on every insert into a stream or table."""
+
+        def register(fn: F) -> F:
+            self.decl.insert_triggers.setdefault(_name(target), []).append(fn)
+            return fn
+
+        return register
+
+    def dataflow(self) -> Dataflow:
+        return build_dataflow(self.decl)
+
+    def _add(self, group: dict[str, T], item: T, kind: str) -> T:
+        name: str = item.name
+        if name in group:
+            raise DataflowError(f"{kind} {item.name!r} is declared twice in app {self.name!r}")
+        group[name] = item
+        return item
+
+
+__all__ = ["App", "Record"]

@@ -1,0 +1,1 @@
+"""The partition engine: serial transaction executions, write sets, triggers, group commit."""

@@ -1,0 +1,139 @@
+"""What a stored procedure sees during one transaction execution.
+
+Everything a procedure does goes through its context: table and window access against its
+private write set, emitting to its declared output streams, and aborting. Declarations are
+enforced here, at run time, with errors that name the procedure.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any
+
+from txstream.engine import windows as win
+from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, read_window, scan
+from txstream.model.declarations import Key, Procedure, Record, Table, Window
+from txstream.model.errors import ConstraintViolation, DataflowError, TxnAbort
+
+SlideHook = Callable[["TxnContext", str, int], None]
+
+
+def as_key(key: Key | int | str) -> Key:
+    return key if isinstance(key, tuple) else (key,)
+
+
+class TableView:
+    """One table as seen by one TE: reads see the TE's own writes first."""
+
+    __slots__ = ("_ctx", "_table")
+
+    def __init__(self, ctx: TxnContext, table: Table) -> None:
+        self._ctx = ctx
+        self._table = table
+
+    def get(self, key: Key | int | str) -> Record | None:
+        return read(self._ctx.ws, self._ctx.base, self._table.name, as_key(key))
+
+    def put(self, key: Key | int | str, value: Record) -> None:
+        k = as_key(key)
+        for c in self._table.constraints:
+            if not c.check(value):
+                raise ConstraintViolation(self._table.name, c.name, k)
+        self._ctx.ws.put(self._table.name, k, dict(value))
+        self._ctx.fire_insert(self._table.name, value)
+
+    def delete(self, key: Key | int | str) -> None:
+        self._ctx.ws.put(self._table.name, as_key(key), TOMBSTONE)
+
+    def scan(self, prefix: Key | int | str = ()) -> Iterator[tuple[Key, Record]]:
+        """Rows whose key starts with `prefix`, in key order (materialized; safe to write)."""
+        return iter(list(scan(self._ctx.ws, self._ctx.base, self._table.name, as_key(prefix))))
+
+
+class WindowView:
+    """The owning procedure's window: inserts are staged until the window slides."""
+
+    __slots__ = ("_ctx", "_window")
+
+    def __init__(self, ctx: TxnContext, window: Window) -> None:
+        self._ctx = ctx
+        self._window = window
+
+    def _state(self) -> win.WindowState:
+        state = read_window(self._ctx.ws, self._ctx.base, self._window.name)
+        return state if state is not None else win.empty_state(self._window.spec)
+
+    def insert(self, tup: Record) -> int:
+        """Stage `tup`; returns how many slides it caused, after running their EE triggers."""
+        state, slides = win.insert(self._window.spec, self._state(), tup)
+        self._ctx.ws.windows[self._window.name] = state
+        if slides:
+            self._ctx.fire_slide(self._window.name, slides)
+        return slides
+
+    def visible(self) -> list[Record]:
+        return list(win.visible(self._state()))
+
+    def staged(self) -> list[Record]:
+        return list(win.staged(self._state()))
+
+
+class TxnContext:
+    """The transaction context handed to a stored procedure with its batch."""
+
+    def __init__(
+        self,
+        procedure: Procedure,
+        batch_id: int,
+        ws: WriteSet,
+        base: Base,
+        tables: Mapping[str, Table],
+        windows: Mapping[str, Window],
+        params: Mapping[str, Any],
+        insert_triggers: Mapping[str, list[Callable[[TxnContext, Record], None]]],
+        on_slide: SlideHook,
+    ) -> None:
+        self.procedure = procedure
+        self.batch_id = batch_id
+        self.ws = ws
+        self.base = base
+        self.params = params
+        self.outputs: dict[str, list[Record]] = {s: [] for s in procedure.outputs}
+        self._tables = tables
+        self._windows = windows
+        self._insert_triggers = insert_triggers
+        self._on_slide = on_slide
+
+    def table(self, name: str) -> TableView:
+        t = self._tables.get(name)
+        if t is None:
+            raise DataflowError(f"procedure {self.procedure.name!r}: no table named {name!r}")
+        return TableView(self, t)
+
+    def window(self, name: str) -> WindowView:
+        if name not in self.procedure.windows:
+            raise DataflowError(
+                f"procedure {self.procedure.name!r} does not own window {name!r}; "
+                "a window is visible only to the procedure that declares it"
+            )
+        return WindowView(self, self._windows[name])
+
+    def emit(self, stream: str, tup: Record) -> None:
+        out = self.outputs.get(stream)
+        if out is None:
+            raise DataflowError(
+                f"procedure {self.procedure.name!r} emits to {stream!r}, which is not one of "
+                f"its declared outputs {list(self.procedure.outputs)}"
+            )
+        out.append(tup)
+        self.fire_insert(stream, tup)
+
+    def abort(self, reason: str, detail: str = "") -> None:
+        raise TxnAbort(reason, detail)
+
+    def fire_insert(self, target: str, tup: Record) -> None:
+        for trigger in self._insert_triggers.get(target, ()):
+            trigger(self, tup)
+
+    def fire_slide(self, window: str, slides: int) -> None:
+        self._on_slide(self, window, slides)

@@ -1,0 +1,1 @@
+"""What users declare: streams, tables, windows, stored procedures, dataflows."""

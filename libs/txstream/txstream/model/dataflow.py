@@ -1,0 +1,130 @@
+"""A validated dataflow: the DAG of procedures over streams, with its execution order."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from graphlib import CycleError, TopologicalSorter
+
+from txstream.model.declarations import Declarations, NestedTransaction, Procedure
+from txstream.model.errors import DataflowError
+
+
+@dataclass(frozen=True)
+class Dataflow:
+    decl: Declarations
+    order: tuple[str, ...]
+    producers: Mapping[str, str]
+    consumers: Mapping[str, tuple[Procedure, ...]]
+    nested_of: Mapping[str, NestedTransaction]
+
+    @property
+    def border_streams(self) -> tuple[str, ...]:
+        """Streams read by procedures but made by none: the dataflow's inputs from outside."""
+        return tuple(
+            s for s in self.decl.streams if s in self.consumers and s not in self.producers
+        )
+
+    def procedure(self, name: str) -> Procedure:
+        return self.decl.procedures[name]
+
+
+def build_dataflow(decl: Declarations) -> Dataflow:
+    """Validate the declarations, naming the offending declaration in every error."""
+    producers: dict[str, str] = {}
+    consumers: dict[str, list[str]] = {}
+    for proc in decl.procedures.values():
+        _check_known(decl, proc)
+        consumers.setdefault(proc.input, []).append(proc.name)
+        for out in proc.outputs:
+            if out in producers:
+                raise DataflowError(
+                    f"stream {out!r} has two producers: {producers[out]!r} and {proc.name!r}"
+                )
+            producers[out] = proc.name
+    _check_windows(decl)
+    order = _topological_order(decl, producers)
+    rank = {name: i for i, name in enumerate(order)}
+    return Dataflow(
+        decl=decl,
+        order=order,
+        producers=producers,
+        consumers={
+            s: tuple(decl.procedures[p] for p in sorted(ps, key=rank.__getitem__))
+            for s, ps in consumers.items()
+        },
+        nested_of=_nested_index(decl, rank, producers),
+    )
+
+
+def _check_known(decl: Declarations, proc: Procedure) -> None:
+    if proc.input not in decl.streams:
+        raise DataflowError(f"procedure {proc.name!r} reads undeclared stream {proc.input!r}")
+    for out in proc.outputs:
+        if out not in decl.streams:
+            raise DataflowError(f"procedure {proc.name!r} writes undeclared stream {out!r}")
+        if out == proc.input:
+            raise DataflowError(f"procedure {proc.name!r} reads and writes stream {out!r}")
+    for w in proc.windows:
+        if w not in decl.windows:
+            raise DataflowError(f"procedure {proc.name!r} uses undeclared window {w!r}")
+
+
+def _check_windows(decl: Declarations) -> None:
+    """A window belongs to exactly one procedure: its state is that procedure's alone."""
+    owners: dict[str, str] = {}
+    for proc in decl.procedures.values():
+        for w in proc.windows:
+            if w in owners:
+                raise DataflowError(
+                    f"window {w!r} is owned by procedure {owners[w]!r} and cannot also be "
+                    f"used by {proc.name!r}"
+                )
+            owners[w] = proc.name
+    for w, triggers in decl.slide_triggers.items():
+        if w not in decl.windows:
+            raise DataflowError(f"slide trigger on undeclared window {w!r}")
+        if triggers and w not in owners:
+            raise DataflowError(f"window {w!r} has a slide trigger but no owning procedure")
+
+
+def _topological_order(decl: Declarations, producers: Mapping[str, str]) -> tuple[str, ...]:
+    graph = {
+        p.name: {producers[p.input]} if p.input in producers else set()
+        for p in decl.procedures.values()
+    }
+    try:
+        return tuple(TopologicalSorter(graph).static_order())
+    except CycleError as e:
+        cycle = " -> ".join(e.args[1])
+        raise DataflowError(f"dataflow has a cycle: {cycle}") from e
+
+
+def _nested_index(
+    decl: Declarations, rank: Mapping[str, int], producers: Mapping[str, str]
+) -> dict[str, NestedTransaction]:
+    index: dict[str, NestedTransaction] = {}
+    for nt in decl.nested.values():
+        if not nt.procedures:
+            raise DataflowError(f"nested transaction {nt.name!r} has no procedures")
+        for p in nt.procedures:
+            if p not in decl.procedures:
+                raise DataflowError(f"nested transaction {nt.name!r} names unknown procedure {p!r}")
+            if p in index:
+                raise DataflowError(
+                    f"procedure {p!r} is in two nested transactions: "
+                    f"{index[p].name!r} and {nt.name!r}"
+                )
+            index[p] = NestedTransaction(
+                nt.name, tuple(sorted(nt.procedures, key=rank.__getitem__))
+            )
+        root, *rest = index[nt.procedures[0]].procedures
+        members = set(nt.procedures)
+        for p in rest:
+            made_by = producers.get(decl.procedures[p].input)
+            if made_by not in members:
+                raise DataflowError(
+                    f"nested transaction {nt.name!r}: {p!r} is not triggered from within the "
+                    f"group (its input is not made by {root!r} or another member)"
+                )
+    return index

@@ -1,0 +1,95 @@
+"""The declarations an application is made of. Plain data; the engine gives them behaviour."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from txstream.engine.windows import TimeWindowSpec, TupleWindowSpec
+
+if TYPE_CHECKING:
+    from txstream.engine.context import TxnContext
+
+Record = dict[str, Any]
+Key = tuple[int | str, ...]
+ProcedureFn = Callable[["TxnContext", Sequence[Record]], None]
+Check = Callable[[Record], bool]
+
+
+@dataclass(frozen=True)
+class Stream:
+    """An ordered, unbounded sequence of atomic batches of `schema` records."""
+
+    name: str
+    schema: str
+    key_field: str | None = None
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """A per-key integrity rule checked on every write, e.g. balance >= 0."""
+
+    name: str
+    check: Check
+
+
+@dataclass(frozen=True)
+class Table:
+    """Shared mutable state: key tuples to `schema` records, read and written by any TE."""
+
+    name: str
+    schema: str
+    constraints: tuple[Constraint, ...] = ()
+
+
+@dataclass(frozen=True)
+class Window:
+    """State owned by one procedure; tuples are staged until a slide makes them visible."""
+
+    name: str
+    schema: str
+    spec: TupleWindowSpec | TimeWindowSpec
+    owner: str = ""
+
+
+@dataclass(frozen=True)
+class SlideTrigger:
+    """An EE trigger: runs inside the owning procedure's TE each time its window slides."""
+
+    window: str
+    fn: Callable[[TxnContext], None]
+
+
+@dataclass(frozen=True)
+class Procedure:
+    """A stored procedure: one run on one input batch is one transaction execution."""
+
+    name: str
+    fn: ProcedureFn
+    input: str
+    outputs: tuple[str, ...] = ()
+    windows: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class NestedTransaction:
+    """Procedures that run per batch as one unit: nothing interleaves, all commit or none."""
+
+    name: str
+    procedures: tuple[str, ...]
+
+
+@dataclass
+class Declarations:
+    """Everything an App has declared, keyed by name."""
+
+    streams: dict[str, Stream] = field(default_factory=dict)
+    tables: dict[str, Table] = field(default_factory=dict)
+    windows: dict[str, Window] = field(default_factory=dict)
+    procedures: dict[str, Procedure] = field(default_factory=dict)
+    nested: dict[str, NestedTransaction] = field(default_factory=dict)
+    slide_triggers: dict[str, list[SlideTrigger]] = field(default_factory=dict)
+    insert_triggers: dict[str, list[Callable[[TxnContext, Record], None]]] = field(
+        default_factory=dict
+    )
