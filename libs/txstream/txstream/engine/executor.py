@@ -52,6 +52,8 @@ class Group:
     aborts: list[AbortRecord] = field(default_factory=list)
     batches: int = 0
     executions: int = 0
+    first_batch_ids: dict[str, int] = field(default_factory=dict)
+    last_batch_ids: dict[str, int] = field(default_factory=dict)
 
 
 class Outcome(StrEnum):
@@ -124,11 +126,19 @@ class PartitionEngine:
             self._deliver(ws, stream, batch_id, tuples, None)
             ws.put(SYS_TABLE, key, {"value": batch_id})
             self.group.batches += 1
+            self.group.first_batch_ids.setdefault(stream, batch_id)
+            self.group.last_batch_ids[stream] = batch_id
             outcome = Outcome.PROCESSED
         if source is not None:
             topic, part, offset = source
             ws.put(SYS_TABLE, position_key(topic, part), {"value": offset + 1})
         return outcome
+
+    def reject(self, stream: str, source: tuple[str, int, int], reason: str, error: str) -> None:
+        """An input record that is not a batch at all: record why, and move past it."""
+        self.group.aborts.append(AbortRecord("<input>", stream, -1, reason, error))
+        topic, part, offset = source
+        self.group.ws.put(SYS_TABLE, position_key(topic, part), {"value": offset + 1})
 
     def _deliver(
         self,
@@ -226,6 +236,6 @@ class PartitionEngine:
         self.group.aborts.append(AbortRecord(proc.name, stream, batch_id, reason, error))
 
     def _on_slide(self, ctx: TxnContext, window: str, slides: int) -> None:
+        """Once per sliding insert: a jump over several boundaries shows only the last window."""
         for trigger in self.df.decl.slide_triggers.get(window, ()):
-            for _ in range(slides):
-                trigger.fn(ctx)
+            trigger.fn(ctx)

@@ -1,0 +1,1 @@
+"""The exactly-once commit path: group commit in Kafka transactions, then RocksDB; restore."""

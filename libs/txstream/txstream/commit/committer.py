@@ -1,0 +1,132 @@
+"""Group commit: one Kafka transaction per group of TEs, then RocksDB.
+
+The order is the whole of exactly-once here:
+  1. produce the group's output batches, changelog records, aborts and commit notice;
+  2. flush, so every record is acknowledged before the commit is asked for;
+  3. commit the Kafka transaction (input positions are changelog records, so they commit
+     atomically with the effects they produced);
+  4. only then apply the same writes to RocksDB, with the changelog offset reached.
+A crash before 3 leaves nothing visible (the next incarnation's init_transactions aborts the
+open transaction); a crash between 3 and 4 is repaired by restore, which replays the
+changelog from the offset RocksDB last recorded.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from io import BytesIO
+from typing import Any
+
+from confluent_kafka import KafkaError, Message, Producer
+from fastavro import schemaless_writer
+from fastavro.types import Schema
+
+from txstream.commit.committed_state import CommittedState
+from txstream.commit.state_codec import StateCodec
+from txstream.commit.topics import AppTopics
+from txstream.engine.executor import Group
+from txstream.schemas.codec import BatchCodec
+
+
+class CommitError(RuntimeError):
+    """The group could not be committed; the engine must restart from committed state."""
+
+
+def encode(schema: Schema, record: Mapping[str, Any]) -> bytes:
+    out = BytesIO()
+    schemaless_writer(out, schema, record)
+    return out.getvalue()
+
+
+class GroupCommitter:
+    def __init__(
+        self,
+        producer: Producer,
+        topics: AppTopics,
+        partition: int,
+        codec: StateCodec,
+        state: CommittedState,
+        batch_codecs: Mapping[str, BatchCodec],
+        abort_schema: Schema,
+        notice_schema: Schema,
+    ) -> None:
+        self.producer = producer
+        self.topics = topics
+        self.partition = partition
+        self.codec = codec
+        self.state = state
+        self.batch_codecs = batch_codecs
+        self.abort_schema = abort_schema
+        self.notice_schema = notice_schema
+        self._last_changelog_offset = -1
+        self._errors: list[KafkaError] = []
+
+    def commit(self, group: Group) -> None:
+        writes = self.codec.encode_writes(group.ws)
+        self._last_changelog_offset = -1
+        self._errors = []
+        try:
+            self.producer.begin_transaction()
+            self._produce_all(group, writes)
+            self.producer.flush()
+            if self._errors:
+                raise CommitError(f"records were not acknowledged: {self._errors[0]}")
+            self.producer.commit_transaction()
+        except CommitError:
+            raise
+        except Exception as e:
+            raise CommitError(f"group commit failed: {e}") from e
+        if self._last_changelog_offset >= 0:
+            self.state.apply(writes, self._last_changelog_offset + 1)
+
+    def _produce_all(self, group: Group, writes: Mapping[bytes, bytes | None]) -> None:
+        p = self.partition
+        for out in group.outputs:
+            batch = self.batch_codecs[out.stream].encode(out.stream, out.batch_id, out.tuples)
+            self._send(self.topics.stream(out.stream), batch, partition=p)
+        for key, value in writes.items():
+            self._send(self.topics.changelog, value, key=key, partition=p, track=True)
+        for a in group.aborts:
+            record = {"app": self.topics.app, **vars(a)}
+            self._send(self.topics.aborts, encode(self.abort_schema, record), partition=p)
+        notice = {
+            "app": self.topics.app,
+            "partition": p,
+            "batches": group.batches,
+            "executions": group.executions,
+            "aborts": len(group.aborts),
+            "last_batch_ids": group.last_batch_ids,
+            "first_batch_ids": group.first_batch_ids,
+            "committed_at_ms": int(time.time() * 1000),
+        }
+        self._send(self.topics.commits, encode(self.notice_schema, notice), partition=p)
+
+    def _send(
+        self,
+        topic: str,
+        value: bytes | None,
+        *,
+        partition: int,
+        key: bytes | None = None,
+        track: bool = False,
+    ) -> None:
+        callback = self._on_changelog_delivery if track else self._on_delivery
+        while True:
+            try:
+                self.producer.produce(topic, value, key, partition=partition, on_delivery=callback)
+                return
+            except BufferError:
+                self.producer.poll(0.05)  # the local queue is full: let deliveries drain it
+
+    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._errors.append(err)
+
+    def _on_changelog_delivery(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self._errors.append(err)
+            return
+        offset = msg.offset()
+        if offset is not None and offset > self._last_changelog_offset:
+            self._last_changelog_offset = offset

@@ -1,0 +1,116 @@
+"""Bytes for the engine's state, shared by the changelog topic and RocksDB.
+
+A state key is the order-preserving encoding of (table, *key), so a table is a key range
+and a prefix scan is a range scan. Values are schemaless Avro of the table's schema, which
+is what the warehouse ETL decodes from the changelog.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from io import BytesIO
+from typing import Any
+
+from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro.types import Schema
+
+from txstream.engine import windows as win
+from txstream.engine.executor import SYS_TABLE
+from txstream.engine.writeset import TOMBSTONE, WriteSet
+from txstream.model.dataflow import Dataflow
+from txstream.model.declarations import Key, Record
+from txstream.schemas.registry import SchemaRegistry
+from txstream.state.keys import decode_key, encode_key, prefix
+
+WINDOW_TABLE = "__window__"
+_SYS_SCHEMA = parse_schema(
+    {
+        "type": "record",
+        "name": "SysValue",
+        "namespace": "txstream",
+        "fields": [{"name": "value", "type": "long"}],
+    }
+)
+
+
+def _record(schema: Schema) -> dict[str, Any]:
+    if not isinstance(schema, dict):
+        raise TypeError(f"a window's tuple schema must be a record, got {schema!r}")
+    return schema
+
+
+def _write(schema: Schema, value: Any) -> bytes:
+    out = BytesIO()
+    schemaless_writer(out, schema, value)
+    return out.getvalue()
+
+
+def _read(schema: Schema, data: bytes) -> Any:
+    return schemaless_reader(BytesIO(data), schema, None)
+
+
+class StateCodec:
+    def __init__(self, dataflow: Dataflow, registry: SchemaRegistry) -> None:
+        decl = dataflow.decl
+        self.tables: dict[str, Schema] = {
+            t.name: registry.get(t.schema) for t in decl.tables.values()
+        }
+        self.tables[SYS_TABLE] = _SYS_SCHEMA
+        self.windows: dict[str, Schema] = {
+            w.name: parse_schema(win.state_schema(_record(registry.get(w.schema))))
+            for w in decl.windows.values()
+        }
+
+    def key(self, table: str, key: Key) -> bytes:
+        return encode_key((table, *key))
+
+    def prefix(self, table: str, key_prefix: Key) -> bytes:
+        return prefix((table, *key_prefix))
+
+    def window_key(self, name: str) -> bytes:
+        return encode_key((WINDOW_TABLE, name))
+
+    def encode_row(self, table: str, row: Record) -> bytes:
+        return _write(self.tables[table], row)
+
+    def decode_row(self, table: str, data: bytes) -> Record:
+        row: Record = _read(self.tables[table], data)
+        return row
+
+    def encode_window(self, name: str, state: win.WindowState) -> bytes:
+        return _write(self.windows[name], win.to_record(state))
+
+    def decode_window(self, name: str, data: bytes) -> win.WindowState:
+        return win.from_record(_read(self.windows[name], data))
+
+    def encode_writes(self, ws: WriteSet) -> dict[bytes, bytes | None]:
+        """The group overlay as changelog/RocksDB entries; None deletes (a tombstone)."""
+        out: dict[bytes, bytes | None] = {}
+        for table, rows in ws.tables.items():
+            schema = self.tables[table]
+            for k, v in rows.items():
+                out[encode_key((table, *k))] = None if v is TOMBSTONE else _write(schema, v)
+        for name, state in ws.windows.items():
+            out[self.window_key(name)] = self.encode_window(name, state)
+        return out
+
+    def describe(self, key: bytes) -> tuple[str, Key]:
+        """(table or window-table name, key) of a state key, e.g. for ETL and debugging."""
+        parts = decode_key(key)
+        return str(parts[0]), tuple(parts[1:])  # type: ignore[arg-type]
+
+    def decode_entry(self, key: bytes, value: bytes) -> tuple[str, Key, Any]:
+        table, k = self.describe(key)
+        if table == WINDOW_TABLE:
+            return table, k, self.decode_window(str(k[0]), value)
+        return table, k, self.decode_row(table, value)
+
+
+def table_rows(codec: StateCodec, entries: Mapping[bytes, bytes]) -> dict[str, dict[Key, Record]]:
+    """Group raw state entries by table, decoded: the committed state as plain data."""
+    out: dict[str, dict[Key, Record]] = {}
+    for key, value in entries.items():
+        table, k, v = codec.decode_entry(key, value)
+        if table != WINDOW_TABLE:
+            out.setdefault(table, {})[k] = v
+    return out
