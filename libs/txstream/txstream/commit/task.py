@@ -26,7 +26,7 @@ from txstream.engine.executor import PartitionEngine, position_key
 from txstream.kafka.clients import transactional_producer_config
 from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
-from txstream.state.store import StateStore, StateStoreError
+from txstream.state.store import StateStore, StateStoreCorruption
 
 log = logging.getLogger(__name__)
 
@@ -137,7 +137,7 @@ class EngineTask:
         """A corrupt store is only a cache: wipe it and rebuild from the changelog."""
         try:
             return StateStore.open(self.state_dir)
-        except StateStoreError as e:
+        except StateStoreCorruption as e:
             log.warning("state store unusable (%s); rebuilding from the changelog", e)
             StateStore.wipe(self.state_dir)
             return StateStore.open(self.state_dir)
