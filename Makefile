@@ -47,7 +47,7 @@ status:
 	$(BIN)/txstream stack status
 
 demo: setup
-	$(BIN)/txstream demo
+	$(BIN)/python -m leaderboard.demo
 
 lint: venv
 	$(BIN)/ruff check .

@@ -61,7 +61,7 @@ def test_leaderboard_commits_exactly_once_and_survives_lost_state(
     last = load_inputs(settings, app, votes, batch_size=1)
 
     task = EngineTask(app, 0, settings)
-    assert drive(task, settings, last) == last
+    assert drive(task, last) == last
     got = result_document(committed_tables(task))
     task.close()
     assert got == {k: reference(votes)[k] for k in got}
@@ -90,11 +90,11 @@ def test_restart_resumes_at_committed_position_and_fences_the_zombie(
     last = load_inputs(settings, app, votes, batch_size=1)
 
     zombie = EngineTask(app, 0, settings)
-    drive(zombie, settings, until_batch=500)
+    drive(zombie, until_batch=500)
     # a second incarnation on its own state dir takes over the same partition
     successor_settings = settings.model_copy(update={"home": tmp_path / "home2"})
     successor = EngineTask(app, 0, successor_settings)
-    assert drive(successor, successor_settings, last) == last
+    assert drive(successor, last) == last
 
     # the zombie's next commit is fenced: it can no longer write anything
     zombie.engine.process("votes", last + 1, [])

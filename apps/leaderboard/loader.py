@@ -1,0 +1,74 @@
+"""Put the workload's input on Kafka the way a user's producer would: atomic batches."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from leaderboard.reference_data import contestants, load_area_code_states
+from leaderboard.votes_file import iter_batches
+from txstream.app import App
+from txstream.commit.topics import AppTopics, ensure_topics
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import transactional_producer_config
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
+
+
+class Loader:
+    def __init__(self, settings: Settings, app: App) -> None:
+        self.topics = AppTopics(app.name)
+        self.app = app
+        ensure_topics(TopicAdmin(settings), self.topics, app.decl.streams, partitions=1)
+        registry = SchemaRegistry(settings.schema_dir)
+        self.codecs = {
+            s.name: BatchCodec(registry.get(s.schema)) for s in app.decl.streams.values()
+        }
+        self.producer = Producer(
+            {**transactional_producer_config(settings, f"loader-{app.name}"), "linger.ms": 5}
+        )
+        self.producer.init_transactions(60)
+
+    def _send(self, stream: str, batch_id: int, tuples: list[dict[str, object]]) -> None:
+        value = self.codecs[stream].encode(stream, batch_id, tuples)
+        while True:
+            try:
+                self.producer.produce(self.topics.stream(stream), value)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def load_reference_data(self) -> None:
+        """Contestants and area codes, as batch 1 of their streams, in one transaction."""
+        self.producer.begin_transaction()
+        rows: list[dict[str, object]] = [
+            {"contestant_number": n, "contestant_name": name, "num_votes": 0}
+            for n, name in contestants(self.app.params["contestants"]).items()
+        ]
+        self._send("contestant_rows", 1, rows)
+        codes: list[dict[str, object]] = [
+            {"area_code": a, "state": s} for a, s in load_area_code_states().items()
+        ]
+        self._send("area_code_rows", 1, codes)
+        self.producer.commit_transaction()
+
+    def load_votes(
+        self, votes: Path, batch_size: int, progress: Callable[[int], None] | None = None
+    ) -> int:
+        """Every batch of the file, committed in transactions of up to 10,000 batches."""
+        last = 0
+        self.producer.begin_transaction()
+        for batch in iter_batches(votes, batch_size):
+            self._send("votes", batch.batch_id, [dataclasses.asdict(v) for v in batch.votes])
+            last = batch.batch_id
+            if last % 10_000 == 0:
+                self.producer.commit_transaction()
+                if progress is not None:
+                    progress(last)
+                self.producer.begin_transaction()
+        self.producer.commit_transaction()
+        return last
