@@ -13,10 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka.admin import AdminClient
-from confluent_kafka.cimpl import NewTopic
 
 from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
 from txstream.stack.broker import KafkaBroker
 
 
@@ -39,9 +38,6 @@ class KafkaEnv:
     def bootstrap(self) -> str:
         return self.settings.bootstrap_servers
 
-    def admin(self) -> AdminClient:
-        return AdminClient({"bootstrap.servers": self.bootstrap})
-
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaEnv]:
@@ -59,15 +55,13 @@ def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaEnv]:
 
 
 @pytest.fixture
-def new_topic(kafka: KafkaEnv, request: pytest.FixtureRequest) -> Callable[..., str]:
-    """Create a uniquely named topic for this test: `new_topic("votes", partitions=2)`."""
+def new_topic(kafka: KafkaEnv) -> Callable[..., str]:
+    """A unique topic per call, usable on return: `new_topic("votes", partitions=2)`."""
+    admin = TopicAdmin(kafka.settings)
 
     def make(prefix: str = "t", partitions: int = 1, config: dict[str, str] | None = None) -> str:
-        name = f"{prefix}-{request.node.name[:40]}-{uuid.uuid4().hex[:8]}"
-        name = "".join(c if c.isalnum() or c in "._-" else "_" for c in name)
-        futures = kafka.admin().create_topics([NewTopic(name, partitions, 1, config=config or {})])
-        for f in futures.values():
-            f.result(timeout=30)
+        name = f"{prefix}-{uuid.uuid4().hex[:12]}"
+        admin.create_topic(name, partitions, config=config)
         return name
 
     return make

@@ -1,0 +1,20 @@
+"""Entry point: one Typer app, one module per command group."""
+
+from __future__ import annotations
+
+import typer
+
+from txstream.cli import consume, produce, schemas, stack, supervise, topics
+
+app = typer.Typer(
+    name="txstream",
+    help="Transactional stream processing on Kafka.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
+app.add_typer(stack.app, name="stack")
+app.add_typer(topics.app, name="topics")
+app.add_typer(schemas.app, name="schemas")
+app.command()(produce.produce)
+app.command()(consume.consume)
+app.add_typer(supervise.app)  # merged: `txstream supervise`

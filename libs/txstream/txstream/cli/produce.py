@@ -1,0 +1,277 @@
+"""`txstream produce`: JSON lines in, Avro records out, all of them in one Kafka transaction.
+
+Every line is parsed, checked and encoded before the first send, so one bad line costs nothing
+and no transaction is even begun; the sends then share one transaction, so a crash part-way
+leaves nothing visible to read_committed readers either.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import uuid
+from collections.abc import Callable
+from contextlib import suppress
+from dataclasses import dataclass
+from io import BytesIO
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from fastavro import schemaless_writer
+from fastavro.types import Schema
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+from txstream.config import Settings
+from txstream.kafka.admin import KafkaAdminError, TopicAdmin
+from txstream.kafka.clients import error_text, transactional_producer_config
+from txstream.schemas import BatchCodec, SchemaError, SchemaRegistry, find_error
+from txstream.schemas.validation import shown
+
+SCHEMA_HEADER = "txstream.schema"
+PROGRESS_FROM = 10_000  # records; smaller inputs are done before a bar could help
+TRANSACTION_TIMEOUT_S = 30.0
+
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+class InputError(ValueError):
+    """One input line that cannot be produced; the message names what is wrong."""
+
+
+@dataclass(frozen=True)
+class Encoded:
+    key: bytes | None
+    value: bytes
+    tuples: int
+
+
+Encoder = Callable[[Any], Encoded]
+
+
+def produce(
+    topic: Annotated[str, typer.Option("--topic", "-t", help="Topic to write to.")],
+    schema: Annotated[
+        str,
+        typer.Option(
+            "--schema",
+            "-s",
+            help="Full name of the record schema (the tuple schema with --envelope).",
+        ),
+    ],
+    file: Annotated[
+        Path | None,
+        typer.Option(
+            "--file", "-f", exists=True, dir_okay=False, help="JSON lines; stdin when omitted."
+        ),
+    ] = None,
+    key_field: Annotated[
+        str | None, typer.Option(help="Record field whose value becomes the Kafka key.")
+    ] = None,
+    envelope: Annotated[
+        str | None,
+        typer.Option(
+            metavar="STREAM",
+            help='Lines are atomic batches {"batch_id": .., "tuples": [..]} of stream STREAM.',
+        ),
+    ] = None,
+) -> None:
+    """Produce JSON lines as Avro records, all in one transaction, or nothing if any is invalid."""
+    settings = Settings()
+    try:
+        registry = SchemaRegistry(settings.schema_dir)
+    except SchemaError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from e
+    try:
+        record_schema = registry.get(schema)
+        encoder = (
+            envelope_encoder(record_schema, envelope, key_field)
+            if envelope is not None
+            else plain_encoder(record_schema, key_field)
+        )
+    except SchemaError as e:
+        raise typer.BadParameter(str(e), param_hint="'--schema'") from e
+    try:
+        TopicAdmin(settings).partitions(topic)
+    except KafkaAdminError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(1) from e
+
+    try:
+        lines = file.read_text(encoding="utf-8") if file else sys.stdin.read()
+    except UnicodeDecodeError as e:
+        err.print(f"[red]error:[/red] {escape(str(file or 'stdin'))} is not UTF-8 text: {e}")
+        raise typer.Exit(2) from e
+    numbered = list(enumerate(lines.splitlines(), start=1))
+    with progress(len(numbered)) as bar:
+        try:
+            records = encode_lines(numbered, encoder, bar)
+        except InputError as e:
+            err.print(f"[red]error:[/red] {escape(str(e))}; nothing was produced")
+            raise typer.Exit(2) from e
+        if not records:
+            err.print("the input has no records; nothing was produced")
+            return
+        headers: list[tuple[str, str | bytes | None]] = [(SCHEMA_HEADER, schema.encode())]
+        try:
+            send_in_one_transaction(settings, topic, records, headers, bar)
+        except KafkaException as e:
+            reason = escape(f"nothing was committed to {topic}: {error_text(e)}")
+            err.print(f"[red]error:[/red] {reason}")
+            raise typer.Exit(1) from e
+    tuples = sum(r.tuples for r in records)
+    what = (
+        f"{plural(len(records), 'batch')} ({plural(tuples, 'tuple')}) of stream {envelope}"
+        if envelope is not None
+        else plural(len(records), "record")
+    )
+    err.print(f"produced {what} to {topic} in one transaction", markup=False)
+
+
+def plain_encoder(schema: Schema, key_field: str | None) -> Encoder:
+    """Each line is one record of `schema`."""
+    key_of = key_getter(schema, key_field)
+
+    def encode(datum: Any) -> Encoded:
+        problem = find_error(datum, schema)
+        if problem:
+            raise InputError(str(problem))
+        out = BytesIO()
+        schemaless_writer(out, schema, datum)
+        return Encoded(key_of(datum), out.getvalue(), 1)
+
+    return encode
+
+
+def envelope_encoder(tuple_schema: Schema, stream: str, key_field: str | None) -> Encoder:
+    """Each line is one atomic batch; all its tuples must share the key."""
+    codec = BatchCodec(tuple_schema)
+    key_of = key_getter(tuple_schema, key_field)
+
+    def encode(datum: Any) -> Encoded:
+        if not isinstance(datum, dict):
+            raise InputError(f'expected {{"batch_id": .., "tuples": [..]}}, got {shown(datum)}')
+        if datum.get("stream", stream) != stream:
+            raise InputError(f"field 'stream': {shown(datum['stream'])} is not {stream!r}")
+        batch = {**datum, "stream": stream}
+        problem = find_error(batch, codec.schema)
+        if problem:
+            raise InputError(str(problem))
+        tuples = batch["tuples"]
+        keys = [key_of(t) for t in tuples]
+        for i, key in enumerate(keys[1:], start=1):
+            if key != keys[0]:
+                raise InputError(
+                    f"field 'tuples[{i}].{key_field}': {shown(tuples[i].get(key_field))} differs "
+                    f"from tuples[0]'s {shown(tuples[0].get(key_field))}; "
+                    "a batch has one partition key"
+                )
+        value = codec.encode(stream, batch["batch_id"], tuples)
+        return Encoded(keys[0] if keys else None, value, len(keys))
+
+    return encode
+
+
+def key_getter(schema: Schema, key_field: str | None) -> Callable[[Any], bytes | None]:
+    """The Kafka key of a record: its `key_field` value, strings as UTF-8, others as JSON."""
+    if key_field is None:
+        return lambda _: None
+    fields = {f["name"]: f for f in schema.get("fields", ())} if isinstance(schema, dict) else {}
+    if key_field not in fields:
+        name = schema["name"] if isinstance(schema, dict) else schema
+        raise typer.BadParameter(
+            f"{key_field!r} is not a field of {name}; fields: {', '.join(fields) or 'none'}",
+            param_hint="'--key-field'",
+        )
+    default = fields[key_field].get("default")
+
+    def key_of(record: Any) -> bytes | None:
+        value = record.get(key_field, default)
+        if value is None:
+            return None
+        return value.encode() if isinstance(value, str) else json.dumps(value).encode()
+
+    return key_of
+
+
+def encode_lines(numbered: list[tuple[int, str]], encoder: Encoder, bar: Progress) -> list[Encoded]:
+    """Every non-blank line encoded, or InputError naming the first bad line."""
+    task = bar.add_task("checking", total=len(numbered))
+    records = []
+    for number, line in numbered:
+        bar.advance(task)
+        if not line.strip():
+            continue
+        try:
+            datum = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"line {number}: malformed JSON at column {e.colno}: {e.msg}") from e
+        try:
+            records.append(encoder(datum))
+        except InputError as e:
+            raise InputError(f"line {number}: {e}") from e
+    return records
+
+
+def send_in_one_transaction(
+    settings: Settings,
+    topic: str,
+    records: list[Encoded],
+    headers: list[tuple[str, str | bytes | None]],
+    bar: Progress,
+) -> None:
+    """Send every record in one transaction; on any failure abort it and re-raise."""
+    task = bar.add_task("producing", total=len(records))
+    failures: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, _: Message) -> None:
+        if error is None:
+            bar.advance(task)
+        else:
+            failures.append(error)
+
+    # A fresh transactional.id per run: concurrent runs must not fence each other.
+    config = transactional_producer_config(settings, f"txstream-produce-{uuid.uuid4().hex}")
+    producer = Producer(config)
+    producer.init_transactions(TRANSACTION_TIMEOUT_S)
+    producer.begin_transaction()
+    try:
+        for r in records:
+            while True:
+                try:
+                    producer.produce(topic, r.value, r.key, on_delivery=delivered, headers=headers)
+                    break
+                except BufferError:
+                    producer.poll(0.1)
+            producer.poll(0)
+        producer.flush(TRANSACTION_TIMEOUT_S)
+        if failures:
+            raise KafkaException(failures[0])
+        producer.commit_transaction(TRANSACTION_TIMEOUT_S)
+    except BaseException:
+        with suppress(KafkaException):
+            producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+        raise
+
+
+def progress(total: int) -> Progress:
+    """A bar on a terminal's stderr for large inputs only; it vanishes when done."""
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err,
+        transient=True,
+        disable=total < PROGRESS_FROM or not err.is_terminal,
+    )
+
+
+def plural(n: int, noun: str) -> str:
+    if n == 1:
+        return f"1 {noun}"
+    return f"{n} {noun}es" if noun.endswith("ch") else f"{n} {noun}s"

@@ -1,0 +1,54 @@
+"""`txstream schemas list|check`."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from txstream.config import Settings
+from txstream.schemas import SchemaError, SchemaRegistry, check_compatibility, load_avsc
+
+app = typer.Typer(help="Inspect Avro schemas and check schema evolution.", no_args_is_help=True)
+out = Console(soft_wrap=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+@app.command("list")
+def list_schemas() -> None:
+    """Every named type in the schema directory, with the file that defines it."""
+    try:
+        registry = SchemaRegistry(Settings().schema_dir)
+    except SchemaError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from e
+    for name in registry.names():
+        out.print(f"{name}  {registry.origin(name)}", markup=False)
+
+
+@app.command()
+def check(
+    old: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Writer schema.")],
+    new: Annotated[Path, typer.Argument(exists=True, dir_okay=False, help="Reader schema.")],
+) -> None:
+    """Can data written with OLD be read with NEW? Exit 0 if so, 1 if not, 2 on a bad schema.
+
+    Named types the files use but do not define come from the schema directory.
+    """
+    schema_dir = Settings().schema_dir
+    try:
+        registry = SchemaRegistry(schema_dir) if schema_dir.is_dir() else None
+        result = check_compatibility(load_avsc(new, registry), load_avsc(old, registry))
+    except SchemaError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from e
+    if result.compatible:
+        out.print(f"compatible: data written with {old} can be read with {new}", markup=False)
+        return
+    out.print(f"incompatible: data written with {old} cannot be read with {new}", markup=False)
+    for message in result.messages:
+        out.print(f"  - {message}", markup=False)
+    raise typer.Exit(1)

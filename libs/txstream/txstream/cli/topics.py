@@ -1,0 +1,106 @@
+"""`txstream topics create|list|describe`."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from txstream.config import Settings
+from txstream.kafka.admin import KafkaAdminError, TopicAdmin
+
+app = typer.Typer(help="Create, list and describe Kafka topics.", no_args_is_help=True)
+out = Console(soft_wrap=True, markup=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def parse_configs(pairs: list[str], compact: bool) -> dict[str, str]:
+    """`k=v` options as a dict; `--compact` is shorthand for cleanup.policy=compact."""
+    config: dict[str, str] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise typer.BadParameter(f"{pair!r} is not KEY=VALUE", param_hint="'--config'")
+        config[key.strip()] = value.strip()
+    if compact:
+        policy = config.setdefault("cleanup.policy", "compact")
+        if "compact" not in policy.split(","):
+            raise typer.BadParameter(
+                f"--compact contradicts --config cleanup.policy={policy}", param_hint="'--compact'"
+            )
+    return config
+
+
+def fail(error: Exception) -> typer.Exit:
+    err.print(f"[red]error:[/red] {escape(str(error))}")
+    return typer.Exit(1)
+
+
+@app.command()
+def create(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    partitions: Annotated[int, typer.Option(min=1, help="Number of partitions.")] = 1,
+    replication_factor: Annotated[int, typer.Option(min=1, help="Replicas per partition.")] = 1,
+    compact: Annotated[bool, typer.Option(help="Log compaction (cleanup.policy=compact).")] = False,
+    config: Annotated[
+        list[str] | None,
+        typer.Option("--config", "-c", metavar="KEY=VALUE", help="Topic config; repeatable."),
+    ] = None,
+) -> None:
+    """Create a topic; fails if it already exists."""
+    configs = parse_configs(config or [], compact)
+    try:
+        TopicAdmin(Settings()).create_topic(name, partitions, replication_factor, configs)
+    except KafkaAdminError as e:
+        raise fail(e) from e
+    extra = "".join(f", {k}={v}" for k, v in sorted(configs.items()))
+    out.print(f"created topic {name}: partitions={partitions}{extra}", markup=False)
+
+
+@app.command("list")
+def list_topics(
+    internal: Annotated[bool, typer.Option(help="Include Kafka's internal topics.")] = False,
+) -> None:
+    """Topic names, one a line."""
+    try:
+        names = TopicAdmin(Settings()).list_topics(include_internal=internal)
+    except KafkaAdminError as e:
+        raise fail(e) from e
+    for name in names:
+        out.print(name, markup=False)
+
+
+@app.command()
+def describe(
+    name: Annotated[str, typer.Argument(help="Topic name.")],
+    all_config: Annotated[
+        bool, typer.Option(help="Show every config value in force, not only overrides.")
+    ] = False,
+) -> None:
+    """Partitions with leaders and offsets, and the topic's config."""
+    try:
+        topic = TopicAdmin(Settings()).describe_topic(name)
+    except KafkaAdminError as e:
+        raise fail(e) from e
+    out.print(f"topic {topic.name}: partitions={len(topic.partitions)}", markup=False)
+    table = Table("partition", "leader", "replicas", "isr", "start", "end", "stable")
+    for p in topic.partitions:
+        table.add_row(
+            str(p.partition),
+            str(p.leader),
+            ",".join(map(str, p.replicas)),
+            ",".join(map(str, p.isr)),
+            str(p.start_offset),
+            str(p.end_offset),
+            str(p.stable_offset),
+        )
+    out.print(table)
+    out.print("end = log end offset; stable = where read_committed readers stop", style="dim")
+    shown = topic.effective_config if all_config else topic.config
+    label = "config" if all_config else "config overrides"
+    out.print(f"{label}:{'' if shown else ' none'}", markup=False)
+    for key, value in shown.items():
+        out.print(f"  {key}={value}", markup=False)

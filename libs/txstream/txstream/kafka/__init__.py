@@ -1,0 +1,1 @@
+"""Kafka plumbing shared by every component: client configs and topic administration."""

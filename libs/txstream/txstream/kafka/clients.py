@@ -1,0 +1,65 @@
+"""confluent-kafka client configs, all built from `Settings`.
+
+librdkafka's own log lines (e.g. every failed connection attempt) go to the `txstream.kafka`
+logger instead of straight to stderr, so command output stays readable while an application
+that configures logging still sees them.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from confluent_kafka import KafkaError, KafkaException
+
+from txstream.config import Settings
+
+log = logging.getLogger("txstream.kafka")
+log.addHandler(logging.NullHandler())
+
+
+def common_config(settings: Settings) -> dict[str, Any]:
+    """What every client needs, admin clients included: the cluster and the log routing."""
+    return {"bootstrap.servers": settings.bootstrap_servers, "logger": log}
+
+
+def transactional_producer_config(settings: Settings, transactional_id: str) -> dict[str, Any]:
+    """A producer whose sends are all-or-nothing per Kafka transaction.
+
+    `transactional_id` must be stable for one logical writer (e.g. one partition engine) so a
+    restarted writer fences its zombie predecessor, and unique across concurrent writers.
+    """
+    if not transactional_id:
+        raise ValueError("a transactional producer needs a non-empty transactional.id")
+    return {
+        **idempotent_producer_config(settings),
+        "transactional.id": transactional_id,
+    }
+
+
+def idempotent_producer_config(settings: Settings) -> dict[str, Any]:
+    """A producer whose retries never duplicate or reorder records within a partition."""
+    return {**common_config(settings), "enable.idempotence": True, "acks": "all"}
+
+
+def read_committed_consumer_config(
+    settings: Settings, group_id: str, *, from_beginning: bool = True
+) -> dict[str, Any]:
+    """A consumer that sees only committed transactions and never commits offsets on its own.
+
+    Exactly-once readers commit their input positions inside their output transaction, so
+    auto-commit is off; `from_beginning` applies only where the group has no position yet.
+    """
+    return {
+        **common_config(settings),
+        "group.id": group_id,
+        "isolation.level": "read_committed",
+        "enable.auto.commit": False,
+        "auto.offset.reset": "earliest" if from_beginning else "latest",
+    }
+
+
+def error_text(e: KafkaException) -> str:
+    """librdkafka's human-readable reason rather than the KafkaError{code=...} repr."""
+    err = e.args[0] if e.args else None
+    return err.str() if isinstance(err, KafkaError) else str(e)

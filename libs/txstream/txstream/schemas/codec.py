@@ -1,0 +1,70 @@
+"""Atomic batches to and from Kafka record values: one envelope per record."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from io import BytesIO
+from typing import Any
+
+from fastavro import schemaless_reader, schemaless_writer
+from fastavro.types import Schema
+
+from txstream.schemas.envelope import envelope_schema
+from txstream.schemas.registry import SchemaError
+from txstream.schemas.validation import find_error
+
+
+class BatchEncodeError(SchemaError):
+    """A batch whose tuples do not fit the stream's tuple schema."""
+
+
+class BatchDecodeError(SchemaError):
+    """Bytes that are not an envelope of this codec's tuple schema."""
+
+
+@dataclass(frozen=True, slots=True)
+class Batch:
+    stream: str
+    batch_id: int
+    tuples: list[dict[str, Any]]
+
+
+class BatchCodec:
+    """One stream's envelope codec; build it once per tuple schema and reuse it.
+
+    Encoding does not validate up front, which would double its cost; a failed write is
+    explained afterwards by locating the offending field.
+    """
+
+    def __init__(self, tuple_schema: Schema) -> None:
+        self.schema = envelope_schema(tuple_schema)
+        tuples = next(f for f in self.schema["fields"] if f["name"] == "tuples")
+        self.tuple_name: str = tuples["type"]["items"]["name"]
+
+    def encode(self, stream: str, batch_id: int, tuples: Sequence[Mapping[str, Any]]) -> bytes:
+        envelope = {"stream": stream, "batch_id": batch_id, "tuples": tuples}
+        out = BytesIO()
+        try:
+            schemaless_writer(out, self.schema, envelope)
+        except Exception as e:
+            problem = find_error(envelope, self.schema) or e
+            raise BatchEncodeError(
+                f"batch {batch_id!r} of stream {stream!r} does not fit {self.tuple_name}: {problem}"
+            ) from e
+        return out.getvalue()
+
+    def decode(self, data: bytes) -> Batch:
+        buf = BytesIO(data)
+        try:
+            record: Any = schemaless_reader(buf, self.schema, None)
+        except Exception as e:
+            raise BatchDecodeError(
+                f"not a batch envelope of {self.tuple_name}: {type(e).__name__}: {e}"
+            ) from e
+        if buf.tell() != len(data):
+            raise BatchDecodeError(
+                f"not a batch envelope of {self.tuple_name}: "
+                f"{len(data) - buf.tell()} bytes left over after the envelope"
+            )
+        return Batch(record["stream"], record["batch_id"], record["tuples"])
