@@ -63,5 +63,9 @@ integration: setup
 test: setup lint
 	$(BIN)/pytest -q -ra tests
 
+bench: up
+	$(BIN)/python bench/leaderboard_bench.py --votes 50000
+	$(BIN)/python bench/leaderboard_bench.py --votes 20000 --profile
+
 clean: down
 	rm -rf .txstream build

@@ -159,3 +159,9 @@ def _count(ctx: TxnContext, key: tuple[str, ...]) -> int:
     n = _value(ctx, key) + 1
     ctx.table("stats").put(key, {"value": n})
     return n
+
+
+def from_params(values: dict[str, object]) -> App:
+    """The worker's factory (`--app leaderboard.dataflow:from_params`)."""
+    name = str(values.pop("name", "leaderboard"))
+    return build_app(Params(**values), name=name)  # type: ignore[arg-type]

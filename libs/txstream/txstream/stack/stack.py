@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 
 from txstream.config import Settings
-from txstream.stack.broker import KafkaBroker
+from txstream.stack.broker import BrokerError, KafkaBroker
 
 
 class State(StrEnum):
@@ -49,6 +49,13 @@ class Stack:
         return [ComponentStatus("kafka", State.STOPPED, None, "")]
 
     def up(self, report: Report) -> None:
+        if self.settings.kafka_bootstrap:
+            if not self.broker.answers(timeout_s=5.0):
+                raise BrokerError(
+                    f"external Kafka at {self.settings.kafka_bootstrap} does not answer"
+                )
+            report(f"using external Kafka at {self.settings.kafka_bootstrap}")
+            return
         proc = self.broker.process
         pid = proc.live_pid()
         if pid is not None:

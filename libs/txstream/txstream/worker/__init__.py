@@ -1,0 +1,1 @@
+"""The worker: a long-running process hosting partition engines of one app."""

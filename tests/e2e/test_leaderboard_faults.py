@@ -1,0 +1,132 @@
+"""`txstream leaderboard run` end to end, with its worker SIGKILLed at random moments.
+
+The result must equal the serial reference, and reading every output, notice and changelog
+topic with read_committed must show each batch exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import threading
+import uuid
+from io import BytesIO
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, TopicPartition
+from fastavro import schemaless_reader
+
+from leaderboard.votegen import write_votes_file
+from tests.conftest import KafkaEnv
+from tests.reference.leaderboard_ref import run_reference
+from txstream.config import Settings, project_root
+from txstream.kafka.clients import read_committed_consumer_config
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
+from txstream.stack.process import cmdline, is_alive
+
+TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
+SMALL = ["--contestants", "12", "--threshold", "1000", "--window", "100", "--slide", "1"]
+
+
+def read_all(settings: Settings, topic: str) -> list[bytes]:
+    conf = read_committed_consumer_config(settings, f"check-{uuid.uuid4().hex}")
+    conf["enable.partition.eof"] = True
+    consumer = Consumer(conf)
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    values: list[bytes] = []
+    try:
+        while True:
+            for msg in consumer.consume(5000, timeout=2.0):
+                err = msg.error()
+                if err is not None:
+                    assert err.code() == KafkaError._PARTITION_EOF, str(err)
+                    return values
+                values.append(msg.value() or b"")
+    finally:
+        consumer.close()
+
+
+class Killer(threading.Thread):
+    """SIGKILLs the worker named by its pidfile, at random moments, once it is back up."""
+
+    def __init__(self, pidfile: Path, kills: int, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.pidfile, self.kills, self.rng = pidfile, kills, random.Random(seed)
+        self.killed: list[int] = []
+        self.done = threading.Event()
+
+    def _live_worker(self, not_pid: int | None) -> int | None:
+        try:
+            pid = int(self.pidfile.read_text())
+        except (FileNotFoundError, ValueError):
+            return None
+        ok = pid != not_pid and is_alive(pid) and "worker" in cmdline(pid)
+        return pid if ok else None
+
+    def run(self) -> None:
+        last: int | None = None
+        while len(self.killed) < self.kills and not self.done.is_set():
+            pid = self._live_worker(last)
+            if pid is None:
+                self.done.wait(0.05)  # poll for the restarted worker's pidfile
+                continue
+            if self.done.wait(self.rng.uniform(0.3, 1.2)):  # let it work a random while
+                return
+            if self._live_worker(last) == pid:
+                os.kill(pid, signal.SIGKILL)
+                self.killed.append(pid)
+                last = pid
+
+
+@pytest.mark.timeout(600)
+def test_sigkilled_worker_gives_the_reference_result_exactly_once(
+    kafka: KafkaEnv, tmp_path: Path
+) -> None:
+    votes, result = tmp_path / "votes.txt", tmp_path / "result.json"
+    write_votes_file(votes, 24_000, contestants=12, seed=11)
+    home = tmp_path / "home"
+    env = {**os.environ, "TXSTREAM_HOME": str(home), "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap}
+    killer = Killer(home / "run" / "worker.pid", kills=6, seed=11)
+    killer.start()
+    try:
+        run = subprocess.run(
+            [TXSTREAM, "leaderboard", "run", "--votes", str(votes), "--result", str(result),
+             *SMALL],
+            env=env, capture_output=True, text=True, timeout=500, check=False,
+        )  # fmt: skip
+    finally:
+        killer.done.set()
+        killer.join()
+        for pidfile in (home / "run").glob("*.pid"):
+            pid = int(pidfile.read_text())
+            if is_alive(pid) and str(home) in cmdline(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert len(killer.killed) >= 5, f"only {len(killer.killed)} kills landed: {run.stdout}"
+    assert f"worker restarts: {len(killer.killed)}" in run.stdout
+
+    got: dict[str, Any] = json.loads(result.read_text())
+    expected = run_reference(votes, contestants=12, threshold=1000, window=100, slide=1)
+    assert {k: got[k] for k in expected} == expected
+
+    app = got["app"]
+    settings = kafka.settings
+    registry = SchemaRegistry(settings.schema_dir)
+    accepted = BatchCodec(registry.get("leaderboard.AcceptedVote"))
+    ids = [accepted.decode(v).batch_id for v in read_all(settings, f"{app}.accepted_votes")]
+    assert sorted(ids) == list(range(1, 24_001)), "each batch exactly once on accepted_votes"
+
+    notice = registry.get("txstream.CommitNotice")
+    ranges = []
+    for v in read_all(settings, f"{app}.commits"):
+        n: Any = schemaless_reader(BytesIO(v), notice, None)
+        if "votes" in n["first_batch_ids"]:
+            ranges.append((n["first_batch_ids"]["votes"], n["last_batch_ids"]["votes"]))
+    covered = [b for first, last in ranges for b in range(first, last + 1)]
+    assert covered == list(range(1, 24_001)), "commit notices cover each batch exactly once"
