@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
-from fastavro import schemaless_reader
+from fastavro import parse_schema, schemaless_reader
 
 from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv
@@ -29,27 +29,43 @@ from txstream.kafka.clients import read_committed_consumer_config
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.process import cmdline, is_alive
+from txstream.state.keys import encode_key
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 SMALL = ["--contestants", "12", "--threshold", "1000", "--window", "100", "--slide", "1"]
 
 
-def read_all(settings: Settings, topic: str) -> list[bytes]:
+def read_records(settings: Settings, topic: str) -> list[tuple[bytes, bytes]]:
     conf = read_committed_consumer_config(settings, f"check-{uuid.uuid4().hex}")
     conf["enable.partition.eof"] = True
     consumer = Consumer(conf)
     consumer.assign([TopicPartition(topic, 0, 0)])
-    values: list[bytes] = []
+    records: list[tuple[bytes, bytes]] = []
     try:
         while True:
             for msg in consumer.consume(5000, timeout=2.0):
                 err = msg.error()
                 if err is not None:
                     assert err.code() == KafkaError._PARTITION_EOF, str(err)
-                    return values
-                values.append(msg.value() or b"")
+                    return records
+                records.append((msg.key() or b"", msg.value() or b""))
     finally:
         consumer.close()
+
+
+def registry_free_long(value: bytes) -> int:
+    """The system table's value record is a single Avro long."""
+    out: Any = schemaless_reader(BytesIO(value), SYS_SCHEMA, None)
+    return int(out["value"])
+
+
+def read_all(settings: Settings, topic: str) -> list[bytes]:
+    return [value for _, value in read_records(settings, topic)]
+
+
+SYS_SCHEMA = parse_schema(
+    {"type": "record", "name": "SysValue", "fields": [{"name": "value", "type": "long"}]}
+)
 
 
 class Killer(threading.Thread):
@@ -121,6 +137,17 @@ def test_sigkilled_worker_gives_the_reference_result_exactly_once(
     accepted = BatchCodec(registry.get("leaderboard.AcceptedVote"))
     ids = [accepted.decode(v).batch_id for v in read_all(settings, f"{app}.accepted_votes")]
     assert sorted(ids) == list(range(1, 24_001)), "each batch exactly once on accepted_votes"
+
+    due = BatchCodec(registry.get("leaderboard.RemovalDue"))
+    due_ids = [due.decode(v).batch_id for v in read_all(settings, f"{app}.removals_due")]
+    assert sorted(due_ids) == list(range(1, 24_001)), "each batch exactly once on removals_due"
+
+    # the changelog records the last committed votes batch once per group: strictly rising
+    last_batch_key = encode_key(("__sys__", "batch", "votes", 0))
+    sys_value = registry_free_long
+    marks = [sys_value(v) for k, v in read_records(settings, f"{app}.changelog")
+             if k == last_batch_key]  # fmt: skip
+    assert marks == sorted(set(marks)) and marks[-1] == 24_000
 
     notice = registry.get("txstream.CommitNotice")
     ranges = []
