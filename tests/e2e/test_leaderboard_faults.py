@@ -12,20 +12,18 @@ import random
 import signal
 import subprocess
 import threading
-import uuid
 from io import BytesIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, TopicPartition
 from fastavro import parse_schema, schemaless_reader
 
 from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv
+from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
 from txstream.config import Settings, project_root
-from txstream.kafka.clients import read_committed_consumer_config
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.process import cmdline, is_alive
@@ -35,24 +33,6 @@ TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 SMALL = ["--contestants", "12", "--threshold", "1000", "--window", "100", "--slide", "1"]
 
 
-def read_records(settings: Settings, topic: str) -> list[tuple[bytes, bytes]]:
-    conf = read_committed_consumer_config(settings, f"check-{uuid.uuid4().hex}")
-    conf["enable.partition.eof"] = True
-    consumer = Consumer(conf)
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    records: list[tuple[bytes, bytes]] = []
-    try:
-        while True:
-            for msg in consumer.consume(5000, timeout=2.0):
-                err = msg.error()
-                if err is not None:
-                    assert err.code() == KafkaError._PARTITION_EOF, str(err)
-                    return records
-                records.append((msg.key() or b"", msg.value() or b""))
-    finally:
-        consumer.close()
-
-
 def registry_free_long(value: bytes) -> int:
     """The system table's value record is a single Avro long."""
     out: Any = schemaless_reader(BytesIO(value), SYS_SCHEMA, None)
@@ -60,7 +40,7 @@ def registry_free_long(value: bytes) -> int:
 
 
 def read_all(settings: Settings, topic: str) -> list[bytes]:
-    return [value for _, value in read_records(settings, topic)]
+    return [value for _, value in read_to_end(settings, topic)]
 
 
 SYS_SCHEMA = parse_schema(
@@ -145,7 +125,7 @@ def test_sigkilled_worker_gives_the_reference_result_exactly_once(
     # the changelog records the last committed votes batch once per group: strictly rising
     last_batch_key = encode_key(("__sys__", "batch", "votes", 0))
     sys_value = registry_free_long
-    marks = [sys_value(v) for k, v in read_records(settings, f"{app}.changelog")
+    marks = [sys_value(v) for k, v in read_to_end(settings, f"{app}.changelog")
              if k == last_batch_key]  # fmt: skip
     assert marks == sorted(set(marks)) and marks[-1] == 24_000
 

@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from typer.testing import CliRunner, Result
 
 from tests.conftest import KafkaEnv, free_port
+from tests.kafka_reads import read_until
 from txstream.cli.main import app
 from txstream.config import Settings
 from txstream.kafka.admin import (
@@ -76,23 +76,8 @@ def committed_values(
 ) -> list[bytes]:
     """read_committed values of partition 0 from the start, until `until` holds."""
     settings = Settings(kafka_bootstrap=kafka.bootstrap)
-    consumer = Consumer(read_committed_consumer_config(settings, f"test-{uuid.uuid4().hex}"))
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while not until(values):
-            assert time.monotonic() < deadline, f"timed out; read so far: {values}"
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            value = msg.value()
-            assert value is not None
-            values.append(value)
-    finally:
-        consumer.close()
-    return values
+    config = read_committed_consumer_config(settings, f"test-{uuid.uuid4().hex}")
+    return read_until(config, topic, until)
 
 
 def consume_json(env: dict[str, str], topic: str, *extra: str) -> list[Any]:

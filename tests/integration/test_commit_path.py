@@ -3,22 +3,20 @@
 from __future__ import annotations
 
 import shutil
-import uuid
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from leaderboard.dataflow import Params
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv, private_settings
 from tests.integration.leaderboard_driver import committed_tables, drive, load_inputs, new_app
+from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
 from txstream.commit.committer import CommitError
 from txstream.commit.task import EngineTask
 from txstream.config import Settings
-from txstream.kafka.clients import read_committed_consumer_config
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
@@ -35,21 +33,7 @@ def reference(votes: Path) -> dict[str, object]:
 
 
 def read_batch_ids(settings: Settings, topic: str, codec: BatchCodec) -> list[int]:
-    consumer = Consumer(read_committed_consumer_config(settings, f"check-{uuid.uuid4().hex}"))
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    ids: list[int] = []
-    try:
-        _, high = consumer.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
-        while True:
-            msgs = consumer.consume(500, timeout=1.0)
-            if not msgs:
-                position = consumer.position([TopicPartition(topic, 0)])[0].offset
-                if position < 0 or position >= high:
-                    break
-            ids.extend(codec.decode(m.value() or b"").batch_id for m in msgs if not m.error())
-    finally:
-        consumer.close()
-    return ids
+    return [codec.decode(value).batch_id for _, value in read_to_end(settings, topic)]
 
 
 def test_leaderboard_commits_exactly_once_and_survives_lost_state(

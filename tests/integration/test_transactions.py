@@ -6,14 +6,14 @@ committed transactions, and a producer with a reused transactional.id fences its
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 
 import pytest
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaException, Producer
 
 from tests.conftest import KafkaEnv
+from tests.kafka_reads import read_until
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import (
@@ -29,29 +29,6 @@ TIMEOUT_S = 30.0
 
 def settings_for(kafka: KafkaEnv) -> Settings:
     return Settings(kafka_bootstrap=kafka.bootstrap)
-
-
-def read_until(
-    config: dict[str, object], topic: str, done: Callable[[list[bytes]], bool]
-) -> list[bytes]:
-    """Values read from partition 0 from the start until `done` holds (or a deadline passes)."""
-    consumer = Consumer(config)
-    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-    values: list[bytes] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while not done(values):
-            assert time.monotonic() < deadline, f"timed out; read so far: {values}"
-            msg = consumer.poll(0.5)
-            if msg is None:
-                continue
-            assert msg.error() is None, msg.error()
-            value = msg.value()
-            assert value is not None
-            values.append(value)
-    finally:
-        consumer.close()
-    return values
 
 
 def transaction(producer: Producer, topic: str, values: list[bytes], commit: bool) -> None:

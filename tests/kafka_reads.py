@@ -1,0 +1,59 @@
+"""Reading topics back in tests: until a condition holds, or to the committed end."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from txstream.config import Settings
+from txstream.kafka.clients import read_committed_consumer_config
+
+TIMEOUT_S = 60.0
+
+
+def read_until(
+    config: dict[str, Any], topic: str, done: Callable[[list[bytes]], bool]
+) -> list[bytes]:
+    """Values of partition 0 from the start until `done` holds (or a deadline passes)."""
+    consumer = Consumer(config)
+    consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+    values: list[bytes] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while not done(values):
+            assert time.monotonic() < deadline, f"timed out; read so far: {values}"
+            msg = consumer.poll(0.5)
+            if msg is None:
+                continue
+            assert msg.error() is None, msg.error()
+            value = msg.value()
+            assert value is not None
+            values.append(value)
+    finally:
+        consumer.close()
+    return values
+
+
+def read_to_end(settings: Settings, topic: str) -> list[tuple[bytes, bytes]]:
+    """(key, value) of every committed record of partition 0, up to the committed end."""
+    conf = read_committed_consumer_config(settings, f"check-{uuid.uuid4().hex}")
+    conf["enable.partition.eof"] = True
+    consumer = Consumer(conf)
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    records: list[tuple[bytes, bytes]] = []
+    deadline = time.monotonic() + TIMEOUT_S
+    try:
+        while time.monotonic() < deadline:
+            for msg in consumer.consume(5000, timeout=1.0):
+                err = msg.error()
+                if err is not None:
+                    assert err.code() == KafkaError._PARTITION_EOF, str(err)
+                    return records
+                records.append((msg.key() or b"", msg.value() or b""))
+        raise AssertionError(f"{topic}: no end reached within {TIMEOUT_S:.0f}s")
+    finally:
+        consumer.close()
