@@ -90,7 +90,7 @@ def main(
     doc = committed_result(task)
     task.close()
     console.print(
-        f"final: top3 {doc['top3']}  bottom3 {doc['bottom3']}  trending3 {doc['trending3']}"
+        f"\nfinal: top3 {doc['top3']}  bottom3 {doc['bottom3']}  trending3 {doc['trending3']}"
     )
     console.print(f"{total:,} batches in {elapsed:.1f}s = {total / elapsed:,.0f} batches/s")
 
