@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import time
-import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from txstream.config import Settings
-from txstream.kafka.clients import read_committed_consumer_config
+from txstream.kafka.read import read_to_committed_end
 
 TIMEOUT_S = 60.0
 
@@ -40,20 +39,7 @@ def read_until(
 
 def read_to_end(settings: Settings, topic: str) -> list[tuple[bytes, bytes]]:
     """(key, value) of every committed record of partition 0, up to the committed end."""
-    conf = read_committed_consumer_config(settings, f"check-{uuid.uuid4().hex}")
-    conf["enable.partition.eof"] = True
-    consumer = Consumer(conf)
-    consumer.assign([TopicPartition(topic, 0, 0)])
-    records: list[tuple[bytes, bytes]] = []
-    deadline = time.monotonic() + TIMEOUT_S
-    try:
-        while time.monotonic() < deadline:
-            for msg in consumer.consume(5000, timeout=1.0):
-                err = msg.error()
-                if err is not None:
-                    assert err.code() == KafkaError._PARTITION_EOF, str(err)
-                    return records
-                records.append((msg.key() or b"", msg.value() or b""))
-        raise AssertionError(f"{topic}: no end reached within {TIMEOUT_S:.0f}s")
-    finally:
-        consumer.close()
+    return [
+        (msg.key() or b"", msg.value() or b"")
+        for msg in read_to_committed_end(settings, topic, timeout_s=TIMEOUT_S)
+    ]

@@ -5,22 +5,20 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from io import BytesIO
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-from fastavro import schemaless_reader
+from confluent_kafka import Consumer, TopicPartition
 
 from txstream.commit.state_codec import StateCodec, table_rows
 from txstream.config import Settings
 from txstream.kafka.clients import read_committed_consumer_config
+from txstream.kafka.read import read_to_committed_end
+from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 
 
-def _consumer(settings: Settings, topic: str, eof: bool) -> Consumer:
-    conf = read_committed_consumer_config(settings, f"reader-{uuid.uuid4().hex}")
-    conf["enable.partition.eof"] = eof
-    consumer = Consumer(conf)
+def _consumer(settings: Settings, topic: str) -> Consumer:
+    consumer = Consumer(read_committed_consumer_config(settings, f"reader-{uuid.uuid4().hex}"))
     consumer.assign([TopicPartition(topic, 0, 0)])
     return consumer
 
@@ -35,7 +33,7 @@ def wait_for_batches(
 ) -> None:
     """Follow commit notices until, for every stream, its target batch id is committed."""
     schema = SchemaRegistry(settings.schema_dir).get("txstream.CommitNotice")
-    consumer = _consumer(settings, commits_topic, eof=False)
+    consumer = _consumer(settings, commits_topic)
     done: dict[str, int] = {}
     deadline = time.monotonic() + timeout_s
     try:
@@ -45,7 +43,7 @@ def wait_for_batches(
             for msg in consumer.consume(500, timeout=0.2):
                 if msg.error() is not None:
                     continue
-                notice: Any = schemaless_reader(BytesIO(msg.value() or b""), schema, None)
+                notice: Any = decode_record(schema, msg.value() or b"")
                 for stream, last in notice["last_batch_ids"].items():
                     done[stream] = max(done.get(stream, 0), int(last))
                 if progress is not None:
@@ -59,20 +57,10 @@ def wait_for_batches(
 
 def changelog_entries(settings: Settings, topic: str) -> Iterator[tuple[bytes, bytes | None]]:
     """Every committed changelog record of partition 0, in order, to the committed end."""
-    consumer = _consumer(settings, topic, eof=True)
-    try:
-        while True:
-            for msg in consumer.consume(5000, timeout=1.0):
-                err = msg.error()
-                if err is not None:
-                    if err.code() == KafkaError._PARTITION_EOF:
-                        return
-                    raise RuntimeError(f"reading {topic}: {err}")
-                key = msg.key()
-                if key is not None:
-                    yield key, msg.value()
-    finally:
-        consumer.close()
+    for msg in read_to_committed_end(settings, topic):
+        key = msg.key()
+        if key is not None:
+            yield key, msg.value()
 
 
 def committed_tables(settings: Settings, codec: StateCodec, topic: str) -> dict[str, Any]:

@@ -12,19 +12,19 @@ import random
 import signal
 import subprocess
 import threading
-from io import BytesIO
 from pathlib import Path
 from typing import Any
 
 import pytest
-from fastavro import parse_schema, schemaless_reader
 
 from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
+from txstream.commit.state_codec import SYS_SCHEMA
 from txstream.config import Settings, project_root
 from txstream.schemas.codec import BatchCodec
+from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.process import cmdline, is_alive
 from txstream.state.keys import encode_key
@@ -33,19 +33,8 @@ TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 SMALL = ["--contestants", "12", "--threshold", "1000", "--window", "100", "--slide", "1"]
 
 
-def registry_free_long(value: bytes) -> int:
-    """The system table's value record is a single Avro long."""
-    out: Any = schemaless_reader(BytesIO(value), SYS_SCHEMA, None)
-    return int(out["value"])
-
-
 def read_all(settings: Settings, topic: str) -> list[bytes]:
     return [value for _, value in read_to_end(settings, topic)]
-
-
-SYS_SCHEMA = parse_schema(
-    {"type": "record", "name": "SysValue", "fields": [{"name": "value", "type": "long"}]}
-)
 
 
 class Killer(threading.Thread):
@@ -124,15 +113,14 @@ def test_sigkilled_worker_gives_the_reference_result_exactly_once(
 
     # the changelog records the last committed votes batch once per group: strictly rising
     last_batch_key = encode_key(("__sys__", "batch", "votes", 0))
-    sys_value = registry_free_long
-    marks = [sys_value(v) for k, v in read_to_end(settings, f"{app}.changelog")
-             if k == last_batch_key]  # fmt: skip
+    changelog = read_to_end(settings, f"{app}.changelog")
+    marks = [decode_record(SYS_SCHEMA, v)["value"] for k, v in changelog if k == last_batch_key]
     assert marks == sorted(set(marks)) and marks[-1] == 24_000
 
     notice = registry.get("txstream.CommitNotice")
     ranges = []
     for v in read_all(settings, f"{app}.commits"):
-        n: Any = schemaless_reader(BytesIO(v), notice, None)
+        n: Any = decode_record(notice, v)
         if "votes" in n["first_batch_ids"]:
             ranges.append((n["first_batch_ids"]["votes"], n["last_batch_ids"]["votes"]))
     covered = [b for first, last in ranges for b in range(first, last + 1)]

@@ -13,13 +13,11 @@ import uuid
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import dataclass
-from io import BytesIO
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
-from fastavro import schemaless_writer
 from fastavro.types import Schema
 from rich.console import Console
 from rich.markup import escape
@@ -29,6 +27,7 @@ from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.clients import error_text, transactional_producer_config
 from txstream.schemas import BatchCodec, SchemaError, SchemaRegistry, find_error
+from txstream.schemas.records import encode_record
 from txstream.schemas.validation import shown
 
 SCHEMA_HEADER = "txstream.schema"
@@ -140,9 +139,7 @@ def plain_encoder(schema: Schema, key_field: str | None) -> Encoder:
         problem = find_error(datum, schema)
         if problem:
             raise InputError(str(problem))
-        out = BytesIO()
-        schemaless_writer(out, schema, datum)
-        return Encoded(key_of(datum), out.getvalue(), 1)
+        return Encoded(key_of(datum), encode_record(schema, datum), 1)
 
     return encode
 

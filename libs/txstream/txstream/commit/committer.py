@@ -15,11 +15,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from io import BytesIO
-from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
-from fastavro import schemaless_writer
 from fastavro.types import Schema
 
 from txstream.commit.committed_state import CommittedState
@@ -27,16 +24,11 @@ from txstream.commit.state_codec import StateCodec
 from txstream.commit.topics import AppTopics
 from txstream.engine.executor import Group
 from txstream.schemas.codec import BatchCodec
+from txstream.schemas.records import encode_record
 
 
 class CommitError(RuntimeError):
     """The group could not be committed; the engine must restart from committed state."""
-
-
-def encode(schema: Schema, record: Mapping[str, Any]) -> bytes:
-    out = BytesIO()
-    schemaless_writer(out, schema, record)
-    return out.getvalue()
 
 
 class GroupCommitter:
@@ -89,7 +81,7 @@ class GroupCommitter:
             self._send(self.topics.changelog, value, key=key, partition=p, track=True)
         for a in group.aborts:
             record = {"app": self.topics.app, **vars(a)}
-            self._send(self.topics.aborts, encode(self.abort_schema, record), partition=p)
+            self._send(self.topics.aborts, encode_record(self.abort_schema, record), partition=p)
         notice = {
             "app": self.topics.app,
             "partition": p,
@@ -100,7 +92,7 @@ class GroupCommitter:
             "first_batch_ids": group.first_batch_ids,
             "committed_at_ms": int(time.time() * 1000),
         }
-        self._send(self.topics.commits, encode(self.notice_schema, notice), partition=p)
+        self._send(self.topics.commits, encode_record(self.notice_schema, notice), partition=p)
 
     def _send(
         self,

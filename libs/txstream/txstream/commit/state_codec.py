@@ -8,10 +8,9 @@ is what the warehouse ETL decodes from the changelog.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from io import BytesIO
 from typing import Any
 
-from fastavro import parse_schema, schemaless_reader, schemaless_writer
+from fastavro import parse_schema
 from fastavro.types import Schema
 
 from txstream.engine import windows as win
@@ -19,11 +18,12 @@ from txstream.engine.executor import SYS_TABLE
 from txstream.engine.writeset import TOMBSTONE, WriteSet
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Record
+from txstream.schemas.records import decode_record, encode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import decode_key, encode_key, prefix
 
 WINDOW_TABLE = "__window__"
-_SYS_SCHEMA = parse_schema(
+SYS_SCHEMA = parse_schema(
     {
         "type": "record",
         "name": "SysValue",
@@ -39,23 +39,13 @@ def _record(schema: Schema) -> dict[str, Any]:
     return schema
 
 
-def _write(schema: Schema, value: Any) -> bytes:
-    out = BytesIO()
-    schemaless_writer(out, schema, value)
-    return out.getvalue()
-
-
-def _read(schema: Schema, data: bytes) -> Any:
-    return schemaless_reader(BytesIO(data), schema, None)
-
-
 class StateCodec:
     def __init__(self, dataflow: Dataflow, registry: SchemaRegistry) -> None:
         decl = dataflow.decl
         self.tables: dict[str, Schema] = {
             t.name: registry.get(t.schema) for t in decl.tables.values()
         }
-        self.tables[SYS_TABLE] = _SYS_SCHEMA
+        self.tables[SYS_TABLE] = SYS_SCHEMA
         self.windows: dict[str, Schema] = {
             w.name: parse_schema(win.state_schema(_record(registry.get(w.schema))))
             for w in decl.windows.values()
@@ -71,17 +61,17 @@ class StateCodec:
         return encode_key((WINDOW_TABLE, name))
 
     def encode_row(self, table: str, row: Record) -> bytes:
-        return _write(self.tables[table], row)
+        return encode_record(self.tables[table], row)
 
     def decode_row(self, table: str, data: bytes) -> Record:
-        row: Record = _read(self.tables[table], data)
+        row: Record = decode_record(self.tables[table], data)
         return row
 
     def encode_window(self, name: str, state: win.WindowState) -> bytes:
-        return _write(self.windows[name], win.to_record(state))
+        return encode_record(self.windows[name], win.to_record(state))
 
     def decode_window(self, name: str, data: bytes) -> win.WindowState:
-        return win.from_record(_read(self.windows[name], data))
+        return win.from_record(decode_record(self.windows[name], data))
 
     def encode_writes(self, ws: WriteSet) -> dict[bytes, bytes | None]:
         """The group overlay as changelog/RocksDB entries; None deletes (a tombstone)."""
@@ -89,7 +79,7 @@ class StateCodec:
         for table, rows in ws.tables.items():
             schema = self.tables[table]
             for k, v in rows.items():
-                out[encode_key((table, *k))] = None if v is TOMBSTONE else _write(schema, v)
+                out[encode_key((table, *k))] = None if v is TOMBSTONE else encode_record(schema, v)
         for name, state in ws.windows.items():
             out[self.window_key(name)] = self.encode_window(name, state)
         return out

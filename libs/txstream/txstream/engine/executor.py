@@ -150,12 +150,27 @@ class PartitionEngine:
     ) -> None:
         for proc in self.df.consumers.get(stream, ()):
             nested = self.df.nested_of.get(proc.name)
-            if scope is not None and (nested is None or nested.name != scope.nested.name):
+            if scope is None:
+                self._dispatch(parent, proc, stream, batch_id, tuples)
+            elif nested is None or nested.name != scope.nested.name:
                 scope.deferred.append((proc, stream, tuples))
-            elif nested is not None and scope is None:
-                self._run_nested(parent, nested, proc, stream, batch_id, tuples)
             else:
                 self._run_te(parent, proc, stream, batch_id, tuples, scope)
+
+    def _dispatch(
+        self,
+        parent: WriteSet,
+        proc: Procedure,
+        stream: str,
+        batch_id: int,
+        tuples: Sequence[Record],
+    ) -> None:
+        """Run `proc` outside any open nested transaction: alone, or opening its own."""
+        nested = self.df.nested_of.get(proc.name)
+        if nested is not None:
+            self._run_nested(parent, nested, proc, stream, batch_id, tuples)
+        else:
+            self._run_te(parent, proc, stream, batch_id, tuples, None)
 
     def _run_nested(
         self,
@@ -178,11 +193,7 @@ class PartitionEngine:
         nws.merge_into(parent)
         self.group.outputs.extend(scope.outputs)
         for p, s, tups in scope.deferred:
-            inner = self.df.nested_of.get(p.name)
-            if inner is not None:
-                self._run_nested(parent, inner, p, s, batch_id, tups)
-            else:
-                self._run_te(parent, p, s, batch_id, tups, None)
+            self._dispatch(parent, p, s, batch_id, tups)
 
     def _run_te(
         self,
