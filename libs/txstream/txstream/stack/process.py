@@ -33,9 +33,18 @@ class ManagedProcess:
             return None
 
     def live_pid(self) -> int | None:
-        """The recorded pid if that process is alive and is really ours."""
+        """The recorded pid if that process is alive and is really ours.
+
+        For a child of this process the kernel answers exactly (waitpid), even while the child
+        is still starting up; any other pid must carry our marker in its command line.
+        """
         pid = self.recorded_pid()
-        if pid is not None and is_alive(pid) and self.marker in cmdline(pid):
+        if pid is None:
+            return None
+        running_child = child_running(pid)
+        if running_child is not None:
+            return pid if running_child else None
+        if is_alive(pid) and self.marker in cmdline(pid):
             return pid
         return None
 
@@ -73,6 +82,15 @@ class ManagedProcess:
             wait_exit(pid, 10.0)
         self.clear()
         return True
+
+
+def child_running(pid: int) -> bool | None:
+    """Whether our child `pid` still runs (reaping it if it exited); None if not our child."""
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return None
+    return done == 0
 
 
 def is_alive(pid: int) -> bool:
