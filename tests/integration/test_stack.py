@@ -100,3 +100,18 @@ def test_up_twice_is_a_noop_and_sigkill_is_reported_then_restarted(
     finally:
         for pid in processes_of(home):
             os.kill(pid, signal.SIGKILL)
+
+
+def test_cluster_id_starting_with_a_dash_formats(stack_env: dict[str, str]) -> None:
+    """Random base64url ids start with '-' about once in 32 starts; the format must take them."""
+    txstream = str(ROOT / ".venv" / "bin" / "txstream")
+    home = Path(stack_env["TXSTREAM_HOME"])
+    (home / "kafka").mkdir(parents=True)
+    (home / "kafka" / "cluster.id").write_text("-AbCdEfGhIjKlMnOpQrStU")
+    try:
+        up = run([txstream, "stack", "up"], stack_env)
+        assert up.returncode == 0, up.stdout + up.stderr
+        assert run([txstream, "stack", "down"], stack_env).returncode == 0
+    finally:
+        for pid in processes_of(str(home)):
+            os.kill(pid, signal.SIGKILL)

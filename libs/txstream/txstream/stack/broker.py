@@ -172,8 +172,7 @@ class KafkaBroker:
                 "kafka.tools.StorageTool",
                 "format",
                 "--ignore-formatted",
-                "-t",
-                cluster_id,
+                f"--cluster-id={cluster_id}",  # one token: ids may start with '-'
                 "-c",
                 str(self.conf_dir / "server.properties"),
             ],
