@@ -52,6 +52,9 @@ class Settings(BaseSettings):
     kafka_heap: str = "768m"
     kafka_partitions: int = 1
     startup_timeout_s: float = 60.0
+    # A worker that dies is replaced in its slot within seconds (static membership); a
+    # worker stopped for good holds its partitions this long. The broker's minimum is 6 s.
+    worker_session_timeout_s: float = 10.0
     schema_dir: Path = project_root() / "schemas"
 
     @classmethod

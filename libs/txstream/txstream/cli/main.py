@@ -6,7 +6,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from txstream.cli import consume, produce, schemas, stack, supervise, topics, worker
+from txstream.cli import consume, produce, schemas, stack, supervise, topics
 
 app = typer.Typer(
     name="txstream",
@@ -20,9 +20,9 @@ app.add_typer(schemas.app, name="schemas")
 app.command()(produce.produce)
 app.command()(consume.consume)
 app.add_typer(supervise.app)  # merged: `txstream supervise`
-app.add_typer(worker.app, name="worker")
 
-# Applications add their own command groups (e.g. `txstream leaderboard`) through the
-# `txstream.commands` entry point group, so the library never imports user code.
+# Services and applications add their own command groups (`txstream worker`,
+# `txstream leaderboard`) through the `txstream.commands` entry point group, so the
+# library never imports them.
 for ep in entry_points(group="txstream.commands"):
     app.add_typer(ep.load(), name=ep.name)

@@ -95,12 +95,21 @@ class EngineTask:
             self._abort_schema,
             self._notice_schema,
         )
+        self._next_offsets = self.positions()
+        return dict(self._next_offsets)
+
+    def positions(self) -> dict[str, int]:
+        """{input topic: next offset to read}, as of the last processed record."""
         return {
             topic: self.engine.sys_value(position_key(topic, self.partition)) or 0
             for topic in self.stream_of_topic
         }
 
     def handle(self, topic: str, offset: int, value: bytes | None) -> None:
+        """Process one input record; a record before the current position is a redelivery."""
+        if offset < self._next_offsets[topic]:
+            return
+        self._next_offsets[topic] = offset + 1
         stream = self.stream_of_topic[topic]
         source = (topic, self.partition, offset)
         if not self.engine.group.ws.tables and not self.engine.group.outputs:

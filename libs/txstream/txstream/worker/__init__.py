@@ -1,1 +1,0 @@
-"""The worker: a long-running process hosting partition engines of one app."""

@@ -1,0 +1,102 @@
+"""The Faust app of a dataflow: one agent per fused procedure chain.
+
+A chain starts at a border stream; every procedure downstream of it in the partition group
+runs in-process inside the engine (PE triggers), so one agent per border stream runs the
+whole chain. All agents of partition p feed the same engine, which runs its transaction
+executions serially.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
+
+import faust
+
+from txstream.app import App
+from txstream.commit.task import CommitPolicy
+from txstream.commit.topics import AppTopics
+from txstream.config import Settings
+from txstream_worker.host import EngineHost, fail
+from txstream_worker.transport import SCHEME
+
+Agent = Callable[[Any], Coroutine[Any, Any, None]]
+
+
+def broker_urls(bootstrap_servers: str) -> str:
+    return ";".join(f"{SCHEME}://{s.strip()}" for s in bootstrap_servers.split(",") if s.strip())
+
+
+class TxFaustApp(faust.App):
+    """A Faust app that carries its engine host, where the transport looks when it seeks."""
+
+    txstream_engines: EngineHost | None = None
+
+
+def faust_app(app: App, settings: Settings, policy: CommitPolicy, instance_id: str) -> TxFaustApp:
+    """The Faust app for `app`; `instance_id` names this worker slot in the consumer group.
+
+    Membership is static: a worker restarted in the same slot gets its partitions back
+    at once instead of waiting out the session timeout of its dead predecessor.
+    """
+    datadir = settings.data_dir / "faust" / app.name
+    datadir.mkdir(parents=True, exist_ok=True)
+    fapp = TxFaustApp(
+        f"txstream-{app.name}",
+        broker=broker_urls(settings.bootstrap_servers),
+        web_enabled=False,
+        datadir=str(datadir),
+        consumer_group_instance_id=f"{app.name}-{instance_id}",
+        broker_session_timeout=settings.worker_session_timeout_s,
+        broker_heartbeat_interval=1.0,
+        topic_disable_leader=True,
+        stream_buffer_maxsize=policy.max_batches,
+    )
+    host = EngineHost(app, settings, policy)
+    fapp.txstream_engines = host
+    topics = AppTopics(app.name)
+    for stream in app.dataflow().border_streams:
+        topic = fapp.topic(topics.stream(stream), key_type=bytes, value_type=bytes,
+                           key_serializer="raw", value_serializer="raw")  # fmt: skip
+        fapp.agent(topic, name=f"chain-{stream}")(_chain(host, policy))
+
+    # Faust signal receivers: (sender, *payload, signal=..., **kwargs).
+    async def on_assigned(sender: Any, /, *payload: Any, signal: Any, **kwargs: Any) -> None:
+        await host.on_assigned(payload[0])
+
+    async def on_revoked(sender: Any, /, *payload: Any, signal: Any, **kwargs: Any) -> None:
+        await host.on_revoked()
+
+    async def on_shutdown(sender: Any, /, *payload: Any, signal: Any, **kwargs: Any) -> None:
+        await host.close_all()
+
+    async def idle_commit() -> None:
+        await host.commit_all()
+
+    fapp.on_partitions_assigned.connect(on_assigned)
+    fapp.on_partitions_revoked.connect(on_revoked)
+    fapp.on_before_shutdown.connect(on_shutdown)
+    fapp.timer(policy.interval_ms / 1000)(idle_commit)
+    return fapp
+
+
+def _chain(host: EngineHost, policy: CommitPolicy) -> Agent:
+    async def chain(stream: Any) -> None:
+        events: AsyncIterator[list[Any]] = stream.take_events(
+            policy.max_batches, within=policy.interval_ms / 1000
+        )
+        try:
+            async for delivered in events:
+                runs: dict[int, list[tuple[str, int, bytes | None]]] = defaultdict(list)
+                for event in delivered:
+                    msg = event.message
+                    runs[msg.partition].append((msg.topic, msg.offset, msg.value))
+                for partition, records in runs.items():
+                    await host.process(partition, records)
+        except Exception:
+            # Faust would restart the agent and ack the batch; that would move past a
+            # half-processed batch. Exiting keeps the committed state the only truth.
+            fail("procedure chain failed")
+
+    return chain

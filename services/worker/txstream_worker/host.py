@@ -1,0 +1,150 @@
+"""The partition engines of one worker, opened and closed as Faust assigns partitions.
+
+Each engine (an `EngineTask`) has one lock and one thread. The lock serializes the three
+callers that touch an engine (its agents, the idle-commit timer and the rebalance handler):
+a group must be committed and applied to RocksDB before the next batch reads state. The
+thread runs the blocking calls (fencing, restore, commit) off the event loop, so one
+engine's commit does not stall the others.
+
+A failed commit or open is not retried here: the process exits and its supervisor starts a
+fresh one, which restores from what Kafka committed (crash-only recovery).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+
+from faust.types import TP
+
+from txstream.app import App
+from txstream.commit.task import CommitPolicy, EngineTask
+from txstream.commit.topics import AppTopics
+from txstream.config import Settings
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+EXIT_ENGINE_FAILURE = 70
+
+
+class _Engine:
+    def __init__(self, task: EngineTask) -> None:
+        self.task = task
+        self.lock = asyncio.Lock()
+        self.thread = ThreadPoolExecutor(1, thread_name_prefix=f"engine-p{task.partition}")
+        self.opened: asyncio.Future[dict[str, int]] | None = None
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        return await asyncio.get_running_loop().run_in_executor(self.thread, fn)
+
+
+class EngineHost:
+    def __init__(self, app: App, settings: Settings, policy: CommitPolicy) -> None:
+        self.app = app
+        self.settings = settings
+        self.policy = policy
+        topics = AppTopics(app.name)
+        self.topics = {topics.stream(s) for s in app.dataflow().border_streams}
+        self.engines: dict[int, _Engine] = {}
+
+    def serves(self, topic: str) -> bool:
+        return topic in self.topics
+
+    async def positions_for(self, tps: Iterable[TP]) -> dict[TP, int]:
+        """Committed next offsets, from the engines' own state, for Faust to seek to."""
+        positions: dict[TP, int] = {}
+        for tp in tps:
+            engine = await self._opened(tp.partition)
+            positions[tp] = engine.task.positions()[tp.topic]
+            log.info("resuming %s partition %d at offset %d", tp.topic, tp.partition, positions[tp])
+        return positions
+
+    async def on_assigned(self, assigned: Iterable[TP]) -> None:
+        mine = {tp.partition for tp in assigned if self.serves(tp.topic)}
+        for partition in set(self.engines) - mine:
+            await self._close(partition)
+        for partition in mine:
+            self._start_opening(partition)
+        log.info("serving partitions %s of %s", sorted(mine), self.app.name)
+
+    async def on_revoked(self) -> None:
+        """Faust has stopped the flow and drained in-flight events: commit everything.
+
+        Engines stay open, since the eager protocol revokes every partition on every
+        rebalance; the next assignment closes the ones really lost. Faust then seeks, and
+        an engine's group must be empty by then or batches would be delivered twice.
+        """
+        await self.commit_all(force=True)
+
+    async def process(self, partition: int, records: list[tuple[str, int, bytes | None]]) -> None:
+        """Run a delivered run of records through the engine, then commit if due."""
+        engine = await self._opened(partition)
+        async with engine.lock:
+            for topic, offset, value in records:
+                engine.task.handle(topic, offset, value)
+            if engine.task.commit_due():
+                await self._commit(engine)
+
+    async def commit_all(self, force: bool = False) -> None:
+        for engine in list(self.engines.values()):
+            if engine.opened is None or not engine.opened.done():
+                continue
+            async with engine.lock:
+                if force or engine.task.commit_due():
+                    await self._commit(engine)
+
+    async def close_all(self) -> None:
+        for partition in list(self.engines):
+            await self._close(partition)
+
+    async def _commit(self, engine: _Engine) -> None:
+        try:
+            await engine.call(engine.task.commit)
+        except Exception:
+            fail(f"commit of partition {engine.task.partition} failed")
+
+    def _start_opening(self, partition: int) -> _Engine:
+        engine = self.engines.get(partition)
+        if engine is None:
+            engine = _Engine(EngineTask(self.app, partition, self.settings, self.policy))
+            self.engines[partition] = engine
+        if engine.opened is None:
+            engine.opened = asyncio.ensure_future(engine.call(engine.task.open))
+            engine.opened.add_done_callback(_fail_on_error(partition))
+        return engine
+
+    async def _opened(self, partition: int) -> _Engine:
+        engine = self._start_opening(partition)
+        assert engine.opened is not None
+        await engine.opened
+        return engine
+
+    async def _close(self, partition: int) -> None:
+        engine = self.engines.pop(partition)
+        if engine.opened is not None and engine.opened.done():
+            async with engine.lock:
+                await self._commit(engine)
+                await engine.call(engine.task.close)
+        engine.thread.shutdown(wait=False)
+
+
+def _fail_on_error(partition: int) -> Callable[[asyncio.Future[Any]], None]:
+    def check(future: asyncio.Future[Any]) -> None:
+        if not future.cancelled() and future.exception() is not None:
+            log.error("opening partition %d failed", partition, exc_info=future.exception())
+            fail(f"could not open partition {partition}")
+
+    return check
+
+
+def fail(why: str) -> None:
+    """End the process at once: what Kafka committed is the state to restart from."""
+    log.critical("%s; exiting so the supervisor restarts from committed state", why, exc_info=True)
+    logging.shutdown()
+    os._exit(EXIT_ENGINE_FAILURE)

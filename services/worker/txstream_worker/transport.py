@@ -1,0 +1,81 @@
+"""A Faust transport that reads committed data and seeks to the engines' own positions.
+
+Stock Faust reads read_uncommitted unless its own exactly-once mode is on, and after every
+rebalance it seeks to consumer-group offsets. Both are wrong for us: engines must see only
+committed batches, and the input positions that count are the ones committed in the same
+Kafka transaction as the engine's effects. Faust's own group-offset commits are turned
+into no-ops so they can never be mistaken for progress.
+
+Faust picks the transport by URL scheme, so `txkafka://host:port` selects this one without
+patching Faust. The two aiokafka attributes set below are read only when the consumer
+starts, which is after they are set; aiokafka is pinned for that reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from faust.transport import drivers
+from faust.transport.drivers import aiokafka as faust_aiokafka
+from faust.types import TP
+
+if TYPE_CHECKING:
+    from txstream_worker.host import EngineHost
+
+SCHEME = "txkafka"
+
+
+def engine_host(app: Any) -> EngineHost | None:
+    """The engines of a `TxFaustApp`; None for any other Faust app using this transport."""
+    host: EngineHost | None = getattr(app, "txstream_engines", None)
+    return host
+
+
+class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
+    def _create_worker_consumer(self, transport: Any) -> Any:
+        consumer = super()._create_worker_consumer(transport)
+        consumer._isolation_level = "read_committed"
+        # Faust's own assignor keeps co-partitioned topics together, so every input of
+        # partition p reaches the one engine (and transactional.id) of partition p. Faust
+        # uses round-robin unless the app has changelog tables, and ours has none.
+        consumer._partition_assignment_strategy = [self.app.assignor]
+        return consumer
+
+    def highwater(self, tp: TP) -> int:
+        offset: int = self._ensure_consumer().last_stable_offset(tp)
+        return offset
+
+    async def _highwaters(self, partitions: list[TP]) -> Mapping[TP, int]:
+        consumer = self._ensure_consumer()
+        return {tp: consumer.last_stable_offset(tp) for tp in partitions}
+
+
+class Consumer(faust_aiokafka.Consumer):
+    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
+        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
+
+    async def seek_to_committed(self) -> Mapping[TP, int]:
+        """Faust calls this after every rebalance, before flow resumes."""
+        host = engine_host(self.app)
+        assigned = set(self.assignment())
+        ours = {tp for tp in assigned if host is not None and host.serves(tp.topic)}
+        positions: dict[TP, int] = {}
+        others = assigned - ours
+        if others:
+            positions.update(await super().seek_to_committed())
+        if ours and host is not None:
+            stored = await host.positions_for(ours)
+            await self._thread.seek_wait(stored)
+            positions.update(stored)
+        return positions
+
+    async def _commit(self, offsets: Mapping[TP, int]) -> bool:
+        return True
+
+
+class Transport(faust_aiokafka.Transport):
+    Consumer = Consumer
+
+
+drivers.TRANSPORTS.aliases[SCHEME] = f"{__name__}:Transport"
