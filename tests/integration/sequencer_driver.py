@@ -1,0 +1,106 @@
+"""Test helpers: run `txstream sequencer run` as a child process and read what it wrote."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+
+from tests.kafka_reads import read_to_end
+from txstream.commit.topics import AppTopics
+from txstream.config import Settings, project_root
+from txstream.kafka.clients import idempotent_producer_config
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.records import decode_record
+from txstream.schemas.registry import SchemaRegistry
+
+TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
+
+
+def write_config(path: Path, name: str, routes: list[dict[str, Any]]) -> Path:
+    """A sequencer TOML file; route values are strings, numbers or booleans."""
+
+    def value(v: Any) -> str:
+        return json.dumps(v) if not isinstance(v, bool) else str(v).lower()
+
+    lines = [f'name = "{name}"']
+    for route in routes:
+        lines.append("[[routes]]")
+        lines += [f"{k} = {value(v)}" for k, v in route.items()]
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+class SequencerProcess:
+    def __init__(self, settings: Settings, config: Path, log: Path) -> None:
+        env = {
+            **os.environ,
+            "TXSTREAM_HOME": str(settings.home),
+            "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
+        }
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [TXSTREAM, "sequencer", "run", "--config", str(config)],
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def terminate(self, timeout_s: float = 30) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout_s)
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
+
+
+def produce_events(
+    settings: Settings,
+    topic: str,
+    events: Iterable[dict[str, Any] | bytes],
+    headers: list[tuple[str, bytes]] | None = None,
+) -> None:
+    """Raw events, one record each, as an ordinary (non-transactional) client sends them."""
+    producer = Producer(idempotent_producer_config(settings))
+    for event in events:
+        value = event if isinstance(event, bytes) else json.dumps(event).encode()
+        producer.produce(topic, value, headers=headers)
+    assert producer.flush(30) == 0
+
+
+def read_batches(settings: Settings, app: str, stream: str, schema: str) -> list[Any]:
+    codec = BatchCodec(SchemaRegistry(settings.schema_dir).get(schema))
+    return [codec.decode(v) for _, v in read_to_end(settings, AppTopics(app).stream(stream))]
+
+
+def read_dead_letters(settings: Settings, topic: str) -> list[dict[str, Any]]:
+    schema = SchemaRegistry(settings.schema_dir).get("txstream.DeadLetter")
+    return [decode_record(schema, v) for _, v in read_to_end(settings, topic)]
+
+
+def wait_until(condition: Any, timeout_s: float, alive: Any, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        if not alive():
+            raise AssertionError(f"the sequencer exited while waiting for {what}")
+        time.sleep(0.2)  # polling a Kafka read for a condition, not standing in for one
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"

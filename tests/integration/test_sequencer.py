@@ -1,0 +1,195 @@
+"""The sequencer against the real broker: raw events from kcat and confluent-kafka producers
+become sealed atomic batches on the border topic; what cannot be admitted is dead-lettered.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import KafkaEnv
+from tests.integration.sequencer_driver import (
+    SequencerProcess,
+    produce_events,
+    read_batches,
+    read_dead_letters,
+    unique,
+    wait_until,
+    write_config,
+)
+from txstream.config import Settings
+
+SCHEMA = "leaderboard.Vote"
+
+
+def vote(vote_id: int, batch_id: int | None = None) -> dict[str, Any]:
+    v: dict[str, Any] = {"vote_id": vote_id, "phone_number": 6175550000 + vote_id}
+    v["contestant_number"] = vote_id % 7 + 1
+    if batch_id is not None:
+        v["batch_id"] = batch_id
+    return v
+
+
+@pytest.fixture
+def settings(kafka: KafkaEnv, tmp_path: Path) -> Settings:
+    return kafka.settings.model_copy(update={"home": tmp_path / "home"})
+
+
+@pytest.fixture
+def sequencers() -> Iterator[list[SequencerProcess]]:
+    started: list[SequencerProcess] = []
+    yield started
+    for s in started:
+        s.kill()
+
+
+@pytest.fixture
+def start(
+    settings: Settings, tmp_path: Path, sequencers: list[SequencerProcess]
+) -> Callable[..., tuple[SequencerProcess, str]]:
+    """Start a sequencer with one route from a new raw topic; returns it and its app name."""
+
+    def run(raw: str, **route: Any) -> tuple[SequencerProcess, str]:
+        app = unique("seqapp")
+        name = unique("seq")
+        spec = {"topic": raw, "app": app, "stream": "votes", "schema": SCHEMA, **route}
+        config = write_config(tmp_path / f"{name}.toml", name, [spec])
+        proc = SequencerProcess(settings, config, tmp_path / "sequencer.log")
+        sequencers.append(proc)
+        return proc, app
+
+    return run
+
+
+def dead_topic(proc: SequencerProcess) -> str:
+    name = proc.proc.args[-1]  # the config path: the sequencer is named after its file
+    return f"txstream-sequencer-{Path(name).stem}.dead_letters"
+
+
+def test_confluent_events_become_ordered_batches(
+    settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any]
+) -> None:
+    raw = new_topic("raw")
+    events = [vote(i, batch_id=i // 3 + 1) for i in range(30)]  # 10 batches of 3
+    produce_events(settings, raw, events)
+    proc, app = start(raw, batch_id_field="batch_id", seal_after_ms=100)
+
+    def sealed() -> list[Any]:
+        return read_batches(settings, app, "votes", SCHEMA)
+
+    wait_until(lambda: len(sealed()) == 10, 60, proc.alive, "10 sealed batches")
+    assert proc.terminate() == 0
+    batches = sealed()
+    assert [b.batch_id for b in batches] == list(range(1, 11))
+    expected = [{k: v for k, v in e.items() if k != "batch_id"} for e in events]
+    assert [t for b in batches for t in b.tuples] == expected
+
+
+def test_kcat_events_with_a_batching_policy(
+    settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any], tmp_path: Path
+) -> None:
+    raw = new_topic("raw")
+    lines = tmp_path / "events.jsonl"
+    lines.write_text("".join(f'{{"vote_id": {i}, "phone_number": {i}, "contestant_number": 1}}\n'
+                             for i in range(23)))  # fmt: skip
+    subprocess.run(
+        ["kcat", "-P", "-b", settings.bootstrap_servers, "-t", raw, "-l", str(lines)],
+        check=True,
+        timeout=60,
+    )
+    proc, app = start(raw, policy_events=5, policy_ms=300)
+
+    def sealed() -> list[Any]:
+        return read_batches(settings, app, "votes", SCHEMA)
+
+    wait_until(lambda: sum(len(b.tuples) for b in sealed()) == 23, 60, proc.alive, "23 events")
+    assert proc.terminate() == 0
+    batches = sealed()
+    assert [b.batch_id for b in batches] == list(range(1, len(batches) + 1))
+    assert [len(b.tuples) for b in batches][:4] == [5, 5, 5, 5]
+    assert [t["vote_id"] for b in batches for t in b.tuples] == list(range(23))
+
+
+def test_batch_id_from_a_header(
+    settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any]
+) -> None:
+    raw = new_topic("raw")
+    for batch_id in (1, 2):
+        produce_events(settings, raw, [vote(batch_id)], headers=[("bid", str(batch_id).encode())])
+    produce_events(settings, raw, [vote(3)])  # no header: a dead letter, not a guess
+    proc, app = start(raw, batch_id_header="bid", seal_after_ms=100)
+    wait_until(
+        lambda: len(read_batches(settings, app, "votes", SCHEMA)) == 2, 60, proc.alive, "2 batches"
+    )
+    dead = dead_topic(proc)
+    wait_until(lambda: len(read_dead_letters(settings, dead)) == 1, 60, proc.alive, "a dead letter")
+    assert proc.terminate() == 0
+    (letter,) = read_dead_letters(settings, dead)
+    assert letter["reason"] == "schema" and "header 'bid'" in letter["error"]
+
+
+GOOD = [vote(1, 1), vote(2, 2), vote(3, 3)]
+
+
+@pytest.mark.parametrize(
+    ("reason", "bad", "route", "needle"),
+    [
+        ("late", [vote(9, 2)], {}, "is not above the last sealed batch"),
+        ("out_of_order", [vote(5, 5), vote(4, 4)], {"seal_after_ms": 30000}, "after batch 5"),
+        ("schema", [{"vote_id": "x", "batch_id": 4}], {}, "vote_id"),
+        ("undecodable", [b"\xff\xfe not json"], {}, "not JSON"),
+        ("oversized", [vote(i, 4) for i in range(3)], {"max_events": 2}, "exceeds 2 events"),
+    ],
+)
+def test_each_dead_letter_reason_keeps_the_payload(
+    settings: Settings,
+    new_topic: Callable[..., str],
+    start: Callable[..., Any],
+    reason: str,
+    bad: list[Any],
+    route: dict[str, Any],
+    needle: str,
+) -> None:
+    raw = new_topic("raw")
+    produce_events(settings, raw, [*GOOD, *bad, vote(10, 10)])
+    proc, app = start(raw, batch_id_field="batch_id", **{"seal_after_ms": 100, **route})
+    dead = dead_topic(proc)
+    rejected = [b for b in bad if reason != "out_of_order" or b["batch_id"] == 4]
+
+    def letters() -> list[dict[str, Any]]:
+        return read_dead_letters(settings, dead)
+
+    wait_until(lambda: len(read_batches(settings, app, "votes", SCHEMA)) >= 3, 60, proc.alive,
+               "the good batches")  # fmt: skip
+    wait_until(lambda: len(letters()) == len(rejected), 60, proc.alive, f"{reason} letters")
+    assert proc.terminate() == 0
+    got = letters()
+    assert {d["reason"] for d in got} == {reason}
+    assert all(needle in d["error"] for d in got), got[0]["error"]
+    payloads = [b if isinstance(b, bytes) else None for b in rejected]
+    for letter, sent, raw_payload in zip(got, rejected, payloads, strict=True):
+        assert letter["topic"] == raw and letter["offset"] >= 3
+        if raw_payload is not None:
+            assert letter["payload"] == raw_payload
+        else:
+            assert json.loads(letter["payload"]) == sent
+    sealed_ids = [b.batch_id for b in read_batches(settings, app, "votes", SCHEMA)]
+    assert sealed_ids[:3] == [1, 2, 3] and sealed_ids == sorted(set(sealed_ids))
+
+
+def test_an_exact_resend_is_dropped_and_nothing_is_dead_lettered(
+    settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any]
+) -> None:
+    raw = new_topic("raw")
+    produce_events(settings, raw, [*GOOD, vote(2, 2), vote(4, 4)])
+    proc, app = start(raw, batch_id_field="batch_id", seal_after_ms=100)
+    wait_until(lambda: len(read_batches(settings, app, "votes", SCHEMA)) == 4, 60, proc.alive,
+               "4 batches")  # fmt: skip
+    assert proc.terminate() == 0
+    assert [b.batch_id for b in read_batches(settings, app, "votes", SCHEMA)] == [1, 2, 3, 4]
+    assert read_dead_letters(settings, dead_topic(proc)) == []
