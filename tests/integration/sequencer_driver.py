@@ -41,6 +41,7 @@ def write_config(path: Path, name: str, routes: list[dict[str, Any]]) -> Path:
 
 class SequencerProcess:
     def __init__(self, settings: Settings, config: Path, log: Path) -> None:
+        self.config = config
         env = {
             **os.environ,
             "TXSTREAM_HOME": str(settings.home),
@@ -71,7 +72,7 @@ def produce_events(
     settings: Settings,
     topic: str,
     events: Iterable[dict[str, Any] | bytes],
-    headers: list[tuple[str, bytes]] | None = None,
+    headers: list[tuple[str, str | bytes | None]] | None = None,
 ) -> None:
     """Raw events, one record each, as an ordinary (non-transactional) client sends them."""
     producer = Producer(idempotent_producer_config(settings))

@@ -67,8 +67,7 @@ def start(
 
 
 def dead_topic(proc: SequencerProcess) -> str:
-    name = proc.proc.args[-1]  # the config path: the sequencer is named after its file
-    return f"txstream-sequencer-{Path(name).stem}.dead_letters"
+    return f"txstream-sequencer-{proc.config.stem}.dead_letters"  # named after its file
 
 
 def test_confluent_events_become_ordered_batches(
