@@ -37,9 +37,9 @@ def read_until(
     return values
 
 
-def read_to_end(settings: Settings, topic: str) -> list[tuple[bytes, bytes]]:
-    """(key, value) of every committed record of partition 0, up to the committed end."""
+def read_to_end(settings: Settings, topic: str, partition: int = 0) -> list[tuple[bytes, bytes]]:
+    """(key, value) of every committed record of one partition, up to the committed end."""
     return [
         (msg.key() or b"", msg.value() or b"")
-        for msg in read_to_committed_end(settings, topic, timeout_s=TIMEOUT_S)
+        for msg in read_to_committed_end(settings, topic, partition, timeout_s=TIMEOUT_S)
     ]

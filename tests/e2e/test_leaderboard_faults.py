@@ -8,10 +8,8 @@ from __future__ import annotations
 
 import json
 import os
-import random
 import signal
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +18,7 @@ import pytest
 from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv
 from tests.kafka_reads import read_to_end
+from tests.killer import Killer
 from tests.reference.leaderboard_ref import run_reference
 from txstream.commit.state_codec import SYS_SCHEMA
 from txstream.config import Settings, project_root
@@ -37,38 +36,6 @@ def read_all(settings: Settings, topic: str) -> list[bytes]:
     return [value for _, value in read_to_end(settings, topic)]
 
 
-class Killer(threading.Thread):
-    """SIGKILLs the worker named by its pidfile, at random moments, once it is back up."""
-
-    def __init__(self, pidfile: Path, kills: int, seed: int) -> None:
-        super().__init__(daemon=True)
-        self.pidfile, self.kills, self.rng = pidfile, kills, random.Random(seed)
-        self.killed: list[int] = []
-        self.done = threading.Event()
-
-    def _live_worker(self, not_pid: int | None) -> int | None:
-        try:
-            pid = int(self.pidfile.read_text())
-        except (FileNotFoundError, ValueError):
-            return None
-        ok = pid != not_pid and is_alive(pid) and "worker" in cmdline(pid)
-        return pid if ok else None
-
-    def run(self) -> None:
-        last: int | None = None
-        while len(self.killed) < self.kills and not self.done.is_set():
-            pid = self._live_worker(last)
-            if pid is None:
-                self.done.wait(0.05)  # poll for the restarted worker's pidfile
-                continue
-            if self.done.wait(self.rng.uniform(0.3, 1.2)):  # let it work a random while
-                return
-            if self._live_worker(last) == pid:
-                os.kill(pid, signal.SIGKILL)
-                self.killed.append(pid)
-                last = pid
-
-
 @pytest.mark.timeout(600)
 def test_sigkilled_worker_gives_the_reference_result_exactly_once(
     kafka: KafkaEnv, tmp_path: Path
@@ -77,7 +44,8 @@ def test_sigkilled_worker_gives_the_reference_result_exactly_once(
     write_votes_file(votes, 24_000, contestants=12, seed=11)
     home = tmp_path / "home"
     env = {**os.environ, "TXSTREAM_HOME": str(home), "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap}
-    killer = Killer(home / "run" / "worker.pid", kills=6, seed=11)
+    killer = Killer(home / "run" / "worker.pid", "worker", kills=6, seed=11,
+                    log=home / "log" / "worker.log", ready="resuming")  # fmt: skip
     killer.start()
     try:
         run = subprocess.run(

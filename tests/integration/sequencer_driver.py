@@ -17,6 +17,7 @@ from confluent_kafka import Producer
 from tests.kafka_reads import read_to_end
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings, project_root
+from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
@@ -82,9 +83,21 @@ def produce_events(
     assert producer.flush(30) == 0
 
 
-def read_batches(settings: Settings, app: str, stream: str, schema: str) -> list[Any]:
+def batches_by_partition(
+    settings: Settings, app: str, stream: str, schema: str
+) -> dict[int, list[Any]]:
+    """Every committed batch on the stream's border topic, per partition, in order."""
     codec = BatchCodec(SchemaRegistry(settings.schema_dir).get(schema))
-    return [codec.decode(v) for _, v in read_to_end(settings, AppTopics(app).stream(stream))]
+    topic = AppTopics(app).stream(stream)
+    return {
+        p: [codec.decode(v) for _, v in read_to_end(settings, topic, p)]
+        for p in TopicAdmin(settings).partitions(topic)
+    }
+
+
+def read_batches(settings: Settings, app: str, stream: str, schema: str) -> list[Any]:
+    by_partition = batches_by_partition(settings, app, stream, schema)
+    return [b for p in sorted(by_partition) for b in by_partition[p]]
 
 
 def read_dead_letters(settings: Settings, topic: str) -> list[dict[str, Any]]:

@@ -1,0 +1,119 @@
+"""The supervised sequencer, SIGKILLed at random moments while events stream in.
+
+No batch may be lost or duplicated, and per border partition the batch ids must rise.
+"""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.conftest import KafkaEnv
+from tests.integration.sequencer_driver import (
+    batches_by_partition,
+    produce_events,
+    read_batches,
+    read_dead_letters,
+    unique,
+    wait_until,
+    write_config,
+)
+from tests.killer import Killer
+from txstream.commit.topics import AppTopics
+from txstream.config import Settings, project_root
+from txstream.kafka.admin import TopicAdmin
+from txstream.stack.supervisor import Policy, Supervised
+
+BATCHES, PER_BATCH, LANES = 5000, 4, 2
+SCHEMA = "leaderboard.Vote"
+
+
+def events(with_ids: bool) -> list[dict[str, Any]]:
+    sent: list[dict[str, Any]] = [
+        {"vote_id": i, "phone_number": 2_000_000 + i, "contestant_number": i % 5 + 1}
+        for i in range(BATCHES * PER_BATCH)
+    ]
+    if with_ids:
+        for e in sent:
+            e["batch_id"] = e["vote_id"] // PER_BATCH + 1
+    return sent
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("ids", ["client", "policy"])
+def test_sigkilled_sequencer_loses_and_duplicates_nothing(
+    kafka: KafkaEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ids: str
+) -> None:
+    home = tmp_path / "home"
+    monkeypatch.setenv("TXSTREAM_HOME", str(home))
+    monkeypatch.setenv("TXSTREAM_KAFKA_BOOTSTRAP", kafka.bootstrap)
+    settings = Settings()
+    admin = TopicAdmin(settings)
+    raw, app, name = unique("raw"), unique("seqapp"), unique("seq")
+    admin.create_topic(raw, 1)
+    admin.create_topic(AppTopics(app).stream("votes"), LANES)
+    route: dict[str, Any] = {"topic": raw, "app": app, "stream": "votes", "schema": SCHEMA,
+                             "key_field": "contestant_number"}  # fmt: skip
+    if ids == "client":  # batch ids from the events; else the sequencer numbers batches
+        route |= {"batch_id_field": "batch_id", "seal_after_ms": 100}
+    else:
+        route |= {"policy_events": 7, "policy_ms": 1000}  # partial batches outlive commits
+    config = write_config(tmp_path / f"{name}.toml", name, [route])
+    txstream = str(project_root() / ".venv" / "bin" / "txstream")
+    sequencer = Supervised(
+        "sequencer",
+        [txstream, "sequencer", "run", "--config", str(config)],
+        settings,
+        policy=Policy(max_restarts=50, window_s=60.0, backoff_max_ms=1000),
+    )
+    sent = events(with_ids=ids == "client")
+    killer = Killer(home / "run" / "sequencer.pid", "sequencer run", kills=6, seed=23,
+                    log=home / "log" / "sequencer.log", ready="resuming")  # fmt: skip
+
+    def stream_in() -> None:  # 100 chunks over ~25 s, so the kills land mid-stream
+        chunk = len(sent) // 100
+        for start in range(0, len(sent), chunk):
+            produce_events(settings, raw, sent[start : start + chunk])
+            killer.done.wait(0.25)
+
+    producer = threading.Thread(target=stream_in, daemon=True)
+    sequencer.start()
+    try:
+        killer.start()
+        producer.start()
+        producer.join(120)
+        killer.join(120)
+
+        def sealed() -> int:
+            return sum(len(b.tuples) for b in read_batches(settings, app, "votes", SCHEMA))
+
+        alive = lambda: sequencer.supervisor.live_pid() is not None  # noqa: E731
+        wait_until(lambda: sealed() >= len(sent), 180, alive, "every event sealed")
+        restarts = sequencer.restarts()
+    finally:
+        killer.done.set()
+        sequencer.stop()
+    assert len(killer.killed) >= 5, f"only {len(killer.killed)} kills landed"
+    assert restarts >= len(killer.killed)
+
+    got: list[int] = []
+    lanes = batches_by_partition(settings, app, "votes", SCHEMA)
+    assert len(lanes) == LANES
+    for partition, batches in lanes.items():
+        batch_ids = [b.batch_id for b in batches]
+        assert batch_ids == sorted(set(batch_ids)), f"batch ids rise on partition {partition}"
+        in_lane = [t["vote_id"] for b in batches for t in b.tuples]
+        assert in_lane == sorted(in_lane), f"events keep their order on partition {partition}"
+        got += in_lane
+        for batch in batches:
+            if ids == "client":
+                own = {t["vote_id"] // PER_BATCH + 1 for t in batch.tuples}
+                assert own == {batch.batch_id}, "a sealed batch holds exactly its own events"
+        if ids == "policy":
+            assert batch_ids == list(range(1, len(batches) + 1)), "numbered 1, 2, 3, ..."
+    assert sorted(got) == list(range(len(sent))), "every event exactly once"
+    dead = f"txstream-sequencer-{name}.dead_letters"
+    assert read_dead_letters(settings, dead) == []
