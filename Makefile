@@ -66,6 +66,7 @@ test: setup lint
 bench: up
 	$(BIN)/python bench/leaderboard_bench.py --votes 50000
 	$(BIN)/python bench/leaderboard_bench.py --votes 20000 --profile
+	$(BIN)/python bench/sequencer_bench.py --events 50000
 
 clean: down
 	rm -rf .txstream build

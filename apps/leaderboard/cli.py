@@ -16,12 +16,13 @@ from rich.progress import Progress
 
 from leaderboard.commits import committed_tables, wait_for_batches
 from leaderboard.dataflow import Params, build_app
-from leaderboard.loader import Loader
+from leaderboard.loader import Loader, load_raw_votes
 from leaderboard.results import result_document
 from leaderboard.votes_file import VotesFileError, validate_votes_file
 from txstream.commit.state_codec import StateCodec
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.stack import Stack
 from txstream.stack.supervisor import Policy, Supervised
@@ -47,6 +48,9 @@ def run(
     slide: int = typer.Option(10, help="S: trending window slide (SLIDE S)"),
     batch_size: int = typer.Option(1, help="K: votes per atomic batch"),
     timeout_s: float = typer.Option(3600, help="give up after this many seconds"),
+    via_sequencer: bool = typer.Option(
+        False, help="send votes as plain JSON events, one per record, through the sequencer"
+    ),
 ) -> None:
     """Run the workload and write the result document read back from committed state."""
     for name, value in (("--contestants", contestants), ("--threshold", threshold),
@@ -77,9 +81,16 @@ def run(
         settings,
         policy=Policy(max_restarts=100, window_s=60.0),
     )  # fmt: skip
-    worker.start()
-    alive = lambda: worker.supervisor.live_pid() is not None  # noqa: E731
+    services = [worker]
+    if via_sequencer:
+        services.append(_sequencer(settings, lb.name))
+
+    def alive() -> bool:
+        return all(s.supervisor.live_pid() is not None for s in services)
+
     try:
+        for service in services:
+            service.start()
         reference = {"contestant_rows": 1, "area_code_rows": 1}
         wait_for_batches(settings, topics.commits, reference, timeout_s, alive)
         started = time.monotonic()
@@ -87,9 +98,14 @@ def run(
         with Progress(console=console, transient=True) as progress:
             loading = progress.add_task("loading batches", total=batches)
             committing = progress.add_task("committed batches", total=batches)
-            total = loader.load_votes(
-                votes, batch_size, progress=lambda n: progress.update(loading, completed=n)
-            )
+
+            def loaded(n: int) -> None:
+                progress.update(loading, completed=n)
+
+            if via_sequencer:
+                total = load_raw_votes(settings, _raw_topic(lb.name), votes, batch_size, loaded)
+            else:
+                total = loader.load_votes(votes, batch_size, progress=loaded)
             progress.update(loading, completed=total)
             wait_for_batches(
                 settings,
@@ -102,7 +118,8 @@ def run(
         elapsed = time.monotonic() - started
         restarts = worker.restarts()
     finally:
-        worker.stop()
+        for service in reversed(services):
+            service.stop()
     codec = StateCodec(lb.dataflow(), SchemaRegistry(settings.schema_dir))
     doc = result_document(committed_tables(settings, codec, topics.changelog))
     doc["app"] = lb.name
@@ -113,3 +130,23 @@ def run(
         f"{total} batches in {elapsed:.2f}s = {total / elapsed:,.0f} batches/s"
         f" (worker restarts: {restarts}); result in {result}"
     )
+
+
+def _raw_topic(app_name: str) -> str:
+    return f"{app_name}.raw_votes"
+
+
+def _sequencer(settings: Settings, app_name: str) -> Supervised:
+    """The sequencer that seals the raw vote events into the app's votes stream."""
+    raw = _raw_topic(app_name)
+    TopicAdmin(settings).create_topic(raw, 1)
+    config = settings.run_dir / f"sequencer-{app_name}.toml"
+    config.parent.mkdir(parents=True, exist_ok=True)
+    config.write_text(
+        f'name = "{app_name}"\n[[routes]]\ntopic = "{raw}"\napp = "{app_name}"\n'
+        'stream = "votes"\nschema = "leaderboard.Vote"\nbatch_id_field = "batch_id"\n'
+        "seal_after_ms = 50\n"
+    )
+    argv = [str(Path(sys.executable).with_name("txstream")), "sequencer", "run",
+            "--config", str(config)]  # fmt: skip
+    return Supervised("sequencer", argv, settings, policy=Policy(max_restarts=100, window_s=60.0))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,7 +15,7 @@ from txstream.app import App
 from txstream.commit.topics import AppTopics, ensure_topics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import transactional_producer_config
+from txstream.kafka.clients import idempotent_producer_config, transactional_producer_config
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
@@ -72,3 +73,31 @@ class Loader:
                 self.producer.begin_transaction()
         self.producer.commit_transaction()
         return last
+
+
+def load_raw_votes(
+    settings: Settings,
+    topic: str,
+    votes: Path,
+    batch_size: int,
+    progress: Callable[[int], None] | None = None,
+) -> int:
+    """Every vote as its own plain JSON record carrying its batch id, as any Kafka client
+    would send it; the sequencer seals them into atomic batches. Returns the last batch id."""
+    producer = Producer({**idempotent_producer_config(settings), "linger.ms": 5})
+    last = 0
+    for batch in iter_batches(votes, batch_size):
+        for vote in batch.votes:
+            record = {**dataclasses.asdict(vote), "batch_id": batch.batch_id}
+            while True:
+                try:
+                    producer.produce(topic, json.dumps(record).encode())
+                    break
+                except BufferError:
+                    producer.poll(0.05)
+        last = batch.batch_id
+        if progress is not None and last % 10_000 == 0:
+            progress(last)
+    if producer.flush(60) != 0:
+        raise RuntimeError(f"votes not all delivered to {topic} within 60 s")
+    return last

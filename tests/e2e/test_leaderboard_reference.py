@@ -17,16 +17,27 @@ from txstream.config import project_root
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 
 CASES = [
-    # seed, votes, contestants, threshold, window, slide, batch size
-    (1, 4000, 12, 1000, 100, 1, 1),
-    (2, 6000, 12, 1000, 100, 10, 10),
-    (3, 30000, 50, 5000, 100, 10, 1),
+    # seed, votes, contestants, threshold, window, slide, batch size, through the sequencer
+    (1, 4000, 12, 1000, 100, 1, 1, False),
+    (2, 6000, 12, 1000, 100, 10, 10, False),
+    (3, 30000, 50, 5000, 100, 10, 1, False),
+    (4, 4000, 12, 1000, 100, 1, 1, True),  # plain JSON events, sealed by the sequencer
+    (5, 6000, 12, 1000, 100, 10, 10, True),
 ]
 
 
-@pytest.mark.parametrize(("seed", "count", "n", "t", "w", "s", "k"), CASES)
+@pytest.mark.parametrize(("seed", "count", "n", "t", "w", "s", "k", "via_sequencer"), CASES)
 def test_cli_agrees_with_reference(
-    kafka: KafkaEnv, tmp_path: Path, seed: int, count: int, n: int, t: int, w: int, s: int, k: int
+    kafka: KafkaEnv,
+    tmp_path: Path,
+    seed: int,
+    count: int,
+    n: int,
+    t: int,
+    w: int,
+    s: int,
+    k: int,
+    via_sequencer: bool,
 ) -> None:
     votes, result = tmp_path / "votes.txt", tmp_path / "result.json"
     write_votes_file(votes, count, contestants=n, seed=seed)
@@ -36,6 +47,8 @@ def test_cli_agrees_with_reference(
         "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap,
     }
     args = ["--contestants", n, "--threshold", t, "--window", w, "--slide", s, "--batch-size", k]
+    if via_sequencer:
+        args.append("--via-sequencer")
     run = subprocess.run(
         [TXSTREAM, "leaderboard", "run", "--votes", str(votes), "--result", str(result),
          *map(str, args)],

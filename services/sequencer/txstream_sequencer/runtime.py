@@ -213,7 +213,7 @@ class Sequencer:
             lane.state.compact(lane.pending_floor())
             state = encode_state(self.lane_schema, self.lane_ids[lane], lane.state)
             self._send(self.config.state_topic, state, key=lane_key(self.lane_ids[lane]))
-        offsets = self._input_offsets()
+        offsets = self.input_offsets()
         self.producer.send_offsets_to_transaction(
             offsets, self.consumer.consumer_group_metadata(), 30
         )
@@ -252,7 +252,7 @@ class Sequencer:
             }
             self._send(self.config.dead_letters, encode_record(self.dead_schema, record))
 
-    def _input_offsets(self) -> list[TopicPartition]:
+    def input_offsets(self) -> list[TopicPartition]:
         """Per input partition: the lowest offset any lane still holds, else all consumed."""
         floors = dict(self.next_offsets)
         for route in self.routes.values():
