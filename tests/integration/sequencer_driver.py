@@ -17,7 +17,7 @@ from confluent_kafka import Producer
 from tests.kafka_reads import read_to_end
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings, project_root
-from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
 from txstream.kafka.clients import idempotent_producer_config
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
@@ -86,13 +86,15 @@ def produce_events(
 def batches_by_partition(
     settings: Settings, app: str, stream: str, schema: str
 ) -> dict[int, list[Any]]:
-    """Every committed batch on the stream's border topic, per partition, in order."""
+    """Every committed batch on the stream's border topic, per partition, in order; none
+    while the sequencer has not yet created the topic."""
     codec = BatchCodec(SchemaRegistry(settings.schema_dir).get(schema))
     topic = AppTopics(app).stream(stream)
-    return {
-        p: [codec.decode(v) for _, v in read_to_end(settings, topic, p)]
-        for p in TopicAdmin(settings).partitions(topic)
-    }
+    try:
+        partitions = TopicAdmin(settings).partitions(topic)
+    except TopicNotFoundError:
+        return {}
+    return {p: [codec.decode(v) for _, v in read_to_end(settings, topic, p)] for p in partitions}
 
 
 def read_batches(settings: Settings, app: str, stream: str, schema: str) -> list[Any]:

@@ -22,7 +22,11 @@ from tests.integration.sequencer_driver import (
     wait_until,
     write_config,
 )
+from txstream.commit.topics import AppTopics
 from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
+from txstream.schemas.records import encode_record
+from txstream.schemas.registry import SchemaRegistry
 
 SCHEMA = "leaderboard.Vote"
 
@@ -54,8 +58,8 @@ def start(
 ) -> Callable[..., tuple[SequencerProcess, str]]:
     """Start a sequencer with one route from a new raw topic; returns it and its app name."""
 
-    def run(raw: str, **route: Any) -> tuple[SequencerProcess, str]:
-        app = unique("seqapp")
+    def run(raw: str, app: str | None = None, **route: Any) -> tuple[SequencerProcess, str]:
+        app = app or unique("seqapp")
         name = unique("seq")
         spec = {"topic": raw, "app": app, "stream": "votes", "schema": SCHEMA, **route}
         config = write_config(tmp_path / f"{name}.toml", name, [spec])
@@ -192,3 +196,34 @@ def test_an_exact_resend_is_dropped_and_nothing_is_dead_lettered(
     assert proc.terminate() == 0
     assert [b.batch_id for b in read_batches(settings, app, "votes", SCHEMA)] == [1, 2, 3, 4]
     assert read_dead_letters(settings, dead_topic(proc)) == []
+
+
+def test_the_gate_admits_a_batch_only_after_the_previous_one_committed(
+    settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any]
+) -> None:
+    raw = new_topic("raw")
+    produce_events(settings, raw, [vote(1, 1), vote(2, 2), vote(3, 3)])
+    app = unique("seqapp")
+    TopicAdmin(settings).create_topic(AppTopics(app).commits, 1)
+    proc, _ = start(raw, app=app, batch_id_field="batch_id", seal_after_ms=50, gate=True)
+    notices = SchemaRegistry(settings.schema_dir).get("txstream.CommitNotice")
+
+    def committed(batch_id: int) -> None:  # what the app's engine writes after a group commit
+        notice = {"app": app, "partition": 0, "batches": 1, "executions": 1, "aborts": 0,
+                  "last_batch_ids": {"votes": batch_id}, "first_batch_ids": {"votes": batch_id},
+                  "committed_at_ms": 0}  # fmt: skip
+        produce_events(settings, AppTopics(app).commits, [encode_record(notices, notice)])
+
+    def sealed() -> list[int]:
+        return [b.batch_id for b in read_batches(settings, app, "votes", SCHEMA)]
+
+    wait_until(lambda: sealed() == [1], 60, proc.alive, "batch 1, admitted at once")
+    committed(1)
+    wait_until(lambda: sealed() == [1, 2], 60, proc.alive, "batch 2, after batch 1 committed")
+    # batch 3 has been ready since batch 2 was: it must still be held (a bounded check of
+    # an absence, over many times the 50 ms seal and 100 ms commit intervals)
+    with pytest.raises(AssertionError, match="timed out"):
+        wait_until(lambda: len(sealed()) > 2, 2, proc.alive, "batch 3 held by the gate")
+    committed(2)
+    wait_until(lambda: sealed() == [1, 2, 3], 60, proc.alive, "batch 3, after batch 2 committed")
+    assert proc.terminate() == 0

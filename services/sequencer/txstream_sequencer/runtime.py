@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
+from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
 from txstream.kafka.clients import read_committed_consumer_config, transactional_producer_config
@@ -120,8 +121,14 @@ class Sequencer:
             self.routes[route.topic] = r
             inputs += [TopicPartition(route.topic, p) for p in in_parts]
             if route.gate:
-                commits = f"{route.app}.commits"
-                notices[commits] = admin.partitions(commits)
+                commits = AppTopics(route.app).commits
+                try:
+                    notices[commits] = admin.partitions(commits)
+                except TopicNotFoundError as e:
+                    raise SequencerError(
+                        f"route {route.topic!r} is gated on {commits!r}, which does not exist:"
+                        f" start app {route.app!r} first"
+                    ) from e
         self.gate = CommitGate(self.settings, notices) if notices else None
         conf = read_committed_consumer_config(self.settings, self.config.group_id)
         self.consumer = Consumer(conf)
