@@ -25,7 +25,7 @@ from confluent_kafka import Producer
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import idempotent_producer_config
+from txstream.kafka.clients import idempotent_producer_config, send
 from txstream_sequencer.config import load_config
 from txstream_sequencer.runtime import Sequencer
 
@@ -40,12 +40,7 @@ def produce(settings: Settings, topic: str, events: int, per_batch: int) -> None
         record = {"vote_id": i, "phone_number": 6170000000 + i, "contestant_number": i % 50 + 1}
         if per_batch:
             record["batch_id"] = i // per_batch + 1
-        while True:
-            try:
-                producer.produce(topic, json.dumps(record).encode())
-                break
-            except BufferError:
-                producer.poll(0.05)
+        send(producer, topic, json.dumps(record).encode())
     if producer.flush(120) != 0:
         sys.exit("events not delivered")
 

@@ -15,7 +15,11 @@ from txstream.app import App
 from txstream.commit.topics import AppTopics, ensure_topics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import idempotent_producer_config, transactional_producer_config
+from txstream.kafka.clients import (
+    idempotent_producer_config,
+    send,
+    transactional_producer_config,
+)
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
@@ -36,12 +40,7 @@ class Loader:
 
     def _send(self, stream: str, batch_id: int, tuples: list[dict[str, object]]) -> None:
         value = self.codecs[stream].encode(stream, batch_id, tuples)
-        while True:
-            try:
-                self.producer.produce(self.topics.stream(stream), value)
-                return
-            except BufferError:
-                self.producer.poll(0.05)
+        send(self.producer, self.topics.stream(stream), value)
 
     def load_reference_data(self) -> None:
         """Contestants and area codes, as batch 1 of their streams, in one transaction."""
@@ -89,12 +88,7 @@ def load_raw_votes(
     for batch in iter_batches(votes, batch_size):
         for vote in batch.votes:
             record = {**dataclasses.asdict(vote), "batch_id": batch.batch_id}
-            while True:
-                try:
-                    producer.produce(topic, json.dumps(record).encode())
-                    break
-                except BufferError:
-                    producer.poll(0.05)
+            send(producer, topic, json.dumps(record).encode())
         last = batch.batch_id
         if progress is not None and last % 10_000 == 0:
             progress(last)

@@ -19,7 +19,11 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, Topic
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
-from txstream.kafka.clients import read_committed_consumer_config, transactional_producer_config
+from txstream.kafka.clients import (
+    read_committed_consumer_config,
+    send,
+    transactional_producer_config,
+)
 from txstream.kafka.read import read_to_committed_end
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
@@ -214,12 +218,12 @@ class Sequencer:
         for batch in out.sealed:
             route = self.routes[batch.events[0].position[0]]
             value = route.codec.encode(route.config.stream, batch.batch_id, batch.tuples)
-            self._send(route.config.border_topic, value, partition=batch.events[0].lane)
+            send(self.producer, route.config.border_topic, value, partition=batch.events[0].lane)
         self._produce_dead(out.dead)
         for lane in changed:
             lane.state.compact(lane.pending_floor())
             state = encode_state(self.lane_schema, self.lane_ids[lane], lane.state)
-            self._send(self.config.state_topic, state, key=lane_key(self.lane_ids[lane]))
+            send(self.producer, self.config.state_topic, state, key=lane_key(self.lane_ids[lane]))
         offsets = self.input_offsets()
         self.producer.send_offsets_to_transaction(
             offsets, self.consumer.consumer_group_metadata(), 30
@@ -257,7 +261,7 @@ class Sequencer:
                 "batch_id": d.event.batch_id,
                 "at_ms": now_ms,
             }
-            self._send(self.config.dead_letters, encode_record(self.dead_schema, record))
+            send(self.producer, self.config.dead_letters, encode_record(self.dead_schema, record))
 
     def input_offsets(self) -> list[TopicPartition]:
         """Per input partition: the lowest offset any lane still holds, else all consumed."""
@@ -267,19 +271,6 @@ class Sequencer:
                 for key, offset in lane.pending_floor().items():
                     floors[key] = min(floors.get(key, offset), offset)
         return [TopicPartition(t, p, o) for (t, p), o in sorted(floors.items())]
-
-    def _send(
-        self, topic: str, value: bytes, key: bytes | None = None, partition: int | None = None
-    ) -> None:
-        while True:
-            try:
-                if partition is None:
-                    self.producer.produce(topic, value, key)
-                else:
-                    self.producer.produce(topic, value, key, partition=partition)
-                return
-            except BufferError:
-                self.producer.poll(0.05)
 
     def close(self) -> None:
         self.consumer.close()

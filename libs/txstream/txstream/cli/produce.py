@@ -25,7 +25,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
-from txstream.kafka.clients import error_text, transactional_producer_config
+from txstream.kafka.clients import error_text, send, transactional_producer_config
 from txstream.schemas import BatchCodec, SchemaError, SchemaRegistry, find_error
 from txstream.schemas.records import encode_record
 from txstream.schemas.validation import shown
@@ -238,12 +238,7 @@ def send_in_one_transaction(
     producer.begin_transaction()
     try:
         for r in records:
-            while True:
-                try:
-                    producer.produce(topic, r.value, r.key, on_delivery=delivered, headers=headers)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
+            send(producer, topic, r.value, key=r.key, on_delivery=delivered, headers=headers)
             producer.poll(0)
         producer.flush(TRANSACTION_TIMEOUT_S)
         if failures:

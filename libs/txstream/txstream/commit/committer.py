@@ -23,6 +23,7 @@ from txstream.commit.committed_state import CommittedState
 from txstream.commit.state_codec import StateCodec
 from txstream.commit.topics import AppTopics
 from txstream.engine.executor import Group
+from txstream.kafka.clients import send
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
 
@@ -104,12 +105,7 @@ class GroupCommitter:
         track: bool = False,
     ) -> None:
         callback = self._on_changelog_delivery if track else self._on_delivery
-        while True:
-            try:
-                self.producer.produce(topic, value, key, partition=partition, on_delivery=callback)
-                return
-            except BufferError:
-                self.producer.poll(0.05)  # the local queue is full: let deliveries drain it
+        send(self.producer, topic, value, key=key, partition=partition, on_delivery=callback)
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:

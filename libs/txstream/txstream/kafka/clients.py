@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, Producer
 
 from txstream.config import Settings
 
@@ -63,3 +63,16 @@ def error_text(e: KafkaException) -> str:
     """librdkafka's human-readable reason rather than the KafkaError{code=...} repr."""
     err = e.args[0] if e.args else None
     return err.str() if isinstance(err, KafkaError) else str(e)
+
+
+def send(producer: Producer, topic: str, value: bytes | None, **kwargs: Any) -> None:
+    """`producer.produce`, waiting while librdkafka's local queue is full instead of failing.
+
+    `kwargs` are passed on (`key`, `partition`, `on_delivery`, `headers`).
+    """
+    while True:
+        try:
+            producer.produce(topic, value, **kwargs)
+            return
+        except BufferError:
+            producer.poll(0.05)  # the local queue is full: let deliveries drain it
