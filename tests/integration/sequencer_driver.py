@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 import uuid
 from collections.abc import Iterable
@@ -15,15 +12,14 @@ from typing import Any
 from confluent_kafka import Producer
 
 from tests.kafka_reads import read_to_end
+from tests.service_process import ServiceProcess
 from txstream.commit.topics import AppTopics
-from txstream.config import Settings, project_root
+from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
 from txstream.kafka.clients import idempotent_producer_config
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
-
-TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 
 
 def write_config(path: Path, name: str, routes: list[dict[str, Any]]) -> Path:
@@ -40,33 +36,10 @@ def write_config(path: Path, name: str, routes: list[dict[str, Any]]) -> Path:
     return path
 
 
-class SequencerProcess:
+class SequencerProcess(ServiceProcess):
     def __init__(self, settings: Settings, config: Path, log: Path) -> None:
         self.config = config
-        env = {
-            **os.environ,
-            "TXSTREAM_HOME": str(settings.home),
-            "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
-        }
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(
-                [TXSTREAM, "sequencer", "run", "--config", str(config)],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def terminate(self, timeout_s: float = 30) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout_s)
-
-    def kill(self) -> None:
-        if self.alive():
-            self.proc.send_signal(signal.SIGKILL)
-            self.proc.wait(10)
+        super().__init__(settings, ["sequencer", "run", "--config", str(config)], log)
 
 
 def produce_events(

@@ -9,9 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
-import signal
-import subprocess
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -30,44 +27,25 @@ from tests.conftest import KafkaEnv
 from tests.integration.leaderboard_driver import new_app
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
+from tests.service_process import ServiceProcess
 from txstream.app import App
 from txstream.commit.state_codec import StateCodec
 from txstream.commit.topics import AppTopics
-from txstream.config import Settings, project_root
+from txstream.config import Settings
 from txstream.kafka.clients import transactional_producer_config
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
-TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 PARAMS = Params(contestants=12, threshold=1000, window=100, slide=1)
 
 
-class WorkerProcess:
-    """`txstream worker run` as a child process, stopped by pid."""
+class WorkerProcess(ServiceProcess):
+    """`txstream worker run` of the leaderboard app."""
 
     def __init__(self, settings: Settings, app: App, log: Path) -> None:
         params = json.dumps({**asdict(PARAMS), "name": app.name})
-        env = {
-            **os.environ,
-            "TXSTREAM_HOME": str(settings.home),
-            "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
-        }
-        argv = [TXSTREAM, "worker", "run", "--app", "leaderboard.dataflow:from_params",
-                "--params", params]  # fmt: skip
-        with log.open("ab") as out:
-            self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=subprocess.STDOUT)
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
-
-    def terminate(self, timeout_s: float = 30) -> int:
-        self.proc.send_signal(signal.SIGTERM)
-        return self.proc.wait(timeout_s)
-
-    def kill(self) -> None:
-        if self.alive():
-            self.proc.kill()
-            self.proc.wait(10)
+        args = ["worker", "run", "--app", "leaderboard.dataflow:from_params", "--params", params]
+        super().__init__(settings, args, log)
 
 
 @pytest.fixture

@@ -90,8 +90,8 @@ class EventReader:
         if self.batch_id_field is not None:
             fields: Any = self.schema["fields"] if isinstance(self.schema, dict) else []
             in_schema = any(f["name"] == self.batch_id_field for f in fields)
-            raw: Any = value.get if in_schema else value.pop
-            raw = raw(self.batch_id_field, None)
+            take = value.get if in_schema else value.pop  # a field of its own is removed
+            raw: Any = take(self.batch_id_field, None)
             where = f"field '{self.batch_id_field}'"
         elif self.batch_id_header is not None:
             pairs = headers.items() if isinstance(headers, dict) else headers or []

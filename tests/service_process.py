@@ -1,0 +1,40 @@
+"""A txstream service (`txstream <args>`) as a child process of a test, stopped by pid."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from txstream.config import Settings, project_root
+
+TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
+
+
+class ServiceProcess:
+    """Runs with the test's home and broker; output is appended to `log`."""
+
+    def __init__(self, settings: Settings, args: Sequence[str], log: Path) -> None:
+        env = {
+            **os.environ,
+            "TXSTREAM_HOME": str(settings.home),
+            "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
+        }
+        with log.open("ab") as out:
+            self.proc = subprocess.Popen(
+                [TXSTREAM, *args], env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def terminate(self, timeout_s: float = 30) -> int:
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout_s)
+
+    def kill(self) -> None:
+        if self.alive():
+            self.proc.send_signal(signal.SIGKILL)
+            self.proc.wait(10)
