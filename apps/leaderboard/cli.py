@@ -23,6 +23,7 @@ from txstream.commit.state_codec import StateCodec
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
+from txstream.recovery.policy import RecoveryMode
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.stack import Stack
 from txstream.stack.supervisor import Policy, Supervised
@@ -51,12 +52,19 @@ def run(
     via_sequencer: bool = typer.Option(
         False, help="send votes as plain JSON events, one per record, through the sequencer"
     ),
+    recovery: str = typer.Option("changelog", help="recovery mode: changelog, strong or weak"),
+    group_commit: bool = typer.Option(True, help="off: one commit per batch"),
 ) -> None:
     """Run the workload and write the result document read back from committed state."""
     for name, value in (("--contestants", contestants), ("--threshold", threshold),
                         ("--max-votes", max_votes), ("--window", window), ("--slide", slide),
                         ("--batch-size", batch_size)):  # fmt: skip
         _positive(name, value)
+    try:
+        RecoveryMode.parse(recovery)
+    except ValueError as e:
+        console.print(f"[red]error:[/red] --recovery: {e}")
+        raise typer.Exit(2) from e
     if slide > window:
         console.print(f"[red]error:[/red] --slide {slide} must not exceed --window {window}")
         raise typer.Exit(2)
@@ -69,7 +77,7 @@ def run(
     settings = Settings()
     Stack(settings).up(console.print)
     params = Params(contestants, threshold, max_votes, window, slide)
-    lb = build_app(params, name=f"leaderboard-{uuid.uuid4().hex[:10]}")
+    lb = build_app(params, name=f"leaderboard-{uuid.uuid4().hex[:10]}", recovery=recovery)
     topics = AppTopics(lb.name)
     loader = Loader(settings, lb)
     loader.load_reference_data()
@@ -77,7 +85,8 @@ def run(
         "worker",
         [str(Path(sys.executable).with_name("txstream")), "worker", "run",
          "--app", "leaderboard.dataflow:from_params",
-         "--params", json.dumps({**asdict(params), "name": lb.name})],
+         "--params", json.dumps({**asdict(params), "name": lb.name, "recovery": recovery}),
+         *([] if group_commit else ["--no-group-commit"])],
         settings,
         policy=Policy(max_restarts=100, window_s=60.0),
     )  # fmt: skip

@@ -26,8 +26,8 @@ class Params:
     slide: int = 10
 
 
-def build_app(params: Params, name: str = "leaderboard") -> App:
-    app = App(name, params=asdict(params))
+def build_app(params: Params, name: str = "leaderboard", recovery: str = "changelog") -> App:
+    app = App(name, params=asdict(params), recovery=recovery)
     votes_in = app.stream("votes", schema="leaderboard.Vote", key_field="phone_number")
     accepted = app.stream("accepted_votes", schema="leaderboard.AcceptedVote")
     removals_due = app.stream("removals_due", schema="leaderboard.RemovalDue")
@@ -164,4 +164,5 @@ def _count(ctx: TxnContext, key: tuple[str, ...]) -> int:
 def from_params(values: dict[str, object]) -> App:
     """The worker's factory (`--app leaderboard.dataflow:from_params`)."""
     name = str(values.pop("name", "leaderboard"))
-    return build_app(Params(**values), name=name)  # type: ignore[arg-type]
+    recovery = str(values.pop("recovery", "changelog"))
+    return build_app(Params(**values), name=name, recovery=recovery)  # type: ignore[arg-type]

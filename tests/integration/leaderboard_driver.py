@@ -26,17 +26,24 @@ def load_inputs(settings: Settings, app: App, votes: Path, batch_size: int) -> i
     return loader.load_votes(votes, batch_size)
 
 
-def drive(task: EngineTask, until_batch: int, timeout_s: float = 120) -> int:
-    """Open the task and feed it until `until_batch` of the votes stream is committed."""
-    pump = TaskPump(task, task.open())
-    done = task.engine.sys_value(("batch", "votes", 0)) or 0
+def drive(task: EngineTask, until_batch: int, timeout_s: float = 120, stream: str = "votes") -> int:
+    """Open the task and feed it until `until_batch` of `stream` is committed."""
+    return feed(task, task.open(), until_batch, timeout_s, stream)
+
+
+def feed(
+    task: EngineTask, positions: dict[str, int], until_batch: int, timeout_s: float, stream: str
+) -> int:
+    """Feed an opened task from `positions` until `until_batch` of `stream` is committed."""
+    pump = TaskPump(task, positions)
+    done = task.engine.sys_value(("batch", stream, 0)) or 0
     if done >= until_batch:
         pump.close()
         return done
 
     def reached(info: dict[str, Any]) -> bool:
         nonlocal done
-        done = max(done, int(info.get("last", {}).get("votes", 0)))
+        done = max(done, int(info.get("last", {}).get(stream, 0)))
         return done >= until_batch
 
     try:

@@ -28,6 +28,7 @@ from txstream.model.declarations import (
     Window,
 )
 from txstream.model.errors import DataflowError
+from txstream.recovery.policy import RecoveryMode
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T", Stream, Table, Window, Procedure, NestedTransaction)
@@ -40,11 +41,18 @@ def _name(x: str | Stream | Table | Window | Procedure) -> str:
 class App:
     """A transactional streaming application: its declarations and their validated dataflow."""
 
-    def __init__(self, name: str, params: Mapping[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        name: str,
+        params: Mapping[str, Any] | None = None,
+        recovery: RecoveryMode | str = RecoveryMode.CHANGELOG,
+    ) -> None:
+        """`recovery`: changelog (the default), strong or weak; see `recovery.policy`."""
         if not name.replace("_", "").replace("-", "").isalnum():
             raise DataflowError(f"app name {name!r} must be letters, digits, '-' or '_'")
         self.name = name
         self.params: dict[str, Any] = dict(params or {})
+        self.recovery = RecoveryMode.parse(str(recovery))
         self.decl = Declarations()
 
     def stream(self, name: str, schema: str, key_field: str | None = None) -> Stream:

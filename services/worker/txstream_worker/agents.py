@@ -18,6 +18,7 @@ from txstream.app import App
 from txstream.commit.task import CommitPolicy
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
+from txstream.recovery.policy import RecoveryPolicy
 from txstream_worker.host import EngineHost, fail
 from txstream_worker.transport import SCHEME
 
@@ -34,7 +35,13 @@ class TxFaustApp(faust.App):
     txstream_engines: EngineHost | None = None
 
 
-def faust_app(app: App, settings: Settings, policy: CommitPolicy, instance_id: str) -> TxFaustApp:
+def faust_app(
+    app: App,
+    settings: Settings,
+    policy: CommitPolicy,
+    recovery: RecoveryPolicy,
+    instance_id: str,
+) -> TxFaustApp:
     """The Faust app for `app`; `instance_id` names this worker slot in the consumer group.
 
     Membership is static: a worker restarted in the same slot gets its partitions back
@@ -53,7 +60,7 @@ def faust_app(app: App, settings: Settings, policy: CommitPolicy, instance_id: s
         topic_disable_leader=True,
         stream_buffer_maxsize=policy.max_batches,
     )
-    host = EngineHost(app, settings, policy)
+    host = EngineHost(app, settings, policy, recovery)
     fapp.txstream_engines = host
     topics = AppTopics(app.name)
     for stream in app.dataflow().border_streams:
@@ -77,14 +84,14 @@ def faust_app(app: App, settings: Settings, policy: CommitPolicy, instance_id: s
     fapp.on_partitions_assigned.connect(on_assigned)
     fapp.on_partitions_revoked.connect(on_revoked)
     fapp.on_before_shutdown.connect(on_shutdown)
-    fapp.timer(policy.interval_ms / 1000)(idle_commit)
+    fapp.timer(max(policy.interval_ms, 100) / 1000)(idle_commit)
     return fapp
 
 
 def _chain(host: EngineHost, policy: CommitPolicy) -> Agent:
     async def chain(stream: Any) -> None:
         events: AsyncIterator[list[Any]] = stream.take_events(
-            policy.max_batches, within=policy.interval_ms / 1000
+            policy.max_batches, within=max(policy.interval_ms, 1) / 1000
         )
         try:
             async for delivered in events:

@@ -17,6 +17,7 @@ from txstream.commit.task import CommitPolicy
 from txstream.commit.topics import AppTopics, ensure_topics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
+from txstream.recovery.policy import RecoveryMode, RecoveryPolicy
 from txstream_worker.agents import faust_app
 
 app = typer.Typer(help="Run dataflow apps.", no_args_is_help=True)
@@ -51,6 +52,14 @@ def run(
     ),
     commit_interval_ms: int = typer.Option(100, help="group commit interval"),
     commit_max_batches: int = typer.Option(5000, help="group commit size limit"),
+    group_commit: bool = typer.Option(
+        True, help="group many executions per commit; off: one commit per input batch"
+    ),
+    recovery: str | None = typer.Option(
+        None, help="changelog, strong or weak; default: what the app declares"
+    ),
+    snapshot_every_batches: int = typer.Option(50_000, help="snapshot after this many batches"),
+    snapshot_interval_s: float = typer.Option(600.0, help="snapshot after this many seconds"),
     loglevel: str = typer.Option("info", help="debug, info, warn or error"),
 ) -> None:
     """Serve the app's procedure chains; exits non-zero if a commit fails."""
@@ -59,6 +68,13 @@ def run(
         application = load_app(app_spec, json.loads(raw))
         if commit_interval_ms <= 0 or commit_max_batches <= 0:
             raise ValueError("--commit-interval-ms and --commit-max-batches must be positive")
+        policy = (
+            CommitPolicy(interval_ms=commit_interval_ms, max_batches=commit_max_batches)
+            if group_commit
+            else CommitPolicy.off()
+        )
+        mode = application.recovery if recovery is None else RecoveryMode.parse(recovery)
+        recovery_policy = RecoveryPolicy(mode, snapshot_every_batches, snapshot_interval_s)
     except (json.JSONDecodeError, ValueError, OSError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
@@ -69,7 +85,6 @@ def run(
         application.decl.streams,
         partitions=settings.kafka_partitions,
     )
-    policy = CommitPolicy(interval_ms=commit_interval_ms, max_batches=commit_max_batches)
-    fapp = faust_app(application, settings, policy, instance_id)
+    fapp = faust_app(application, settings, policy, recovery_policy, instance_id)
     logging.getLogger("txstream").setLevel(loglevel.upper().replace("WARN", "WARNING"))
     faust.Worker(fapp, loglevel=loglevel).execute_from_commandline()

@@ -25,6 +25,7 @@ from txstream.app import App
 from txstream.commit.task import CommitPolicy, EngineTask
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
+from txstream.recovery.policy import RecoveryPolicy
 
 log = logging.getLogger(__name__)
 
@@ -45,10 +46,13 @@ class _Engine:
 
 
 class EngineHost:
-    def __init__(self, app: App, settings: Settings, policy: CommitPolicy) -> None:
+    def __init__(
+        self, app: App, settings: Settings, policy: CommitPolicy, recovery: RecoveryPolicy
+    ) -> None:
         self.app = app
         self.settings = settings
         self.policy = policy
+        self.recovery = recovery
         topics = AppTopics(app.name)
         self.topics = {topics.stream(s) for s in app.dataflow().border_streams}
         self.engines: dict[int, _Engine] = {}
@@ -83,13 +87,13 @@ class EngineHost:
         await self.commit_all(force=True)
 
     async def process(self, partition: int, records: list[tuple[str, int, bytes | None]]) -> None:
-        """Run a delivered run of records through the engine, then commit if due."""
+        """Run a delivered run of records through the engine, committing whenever due."""
         engine = await self._opened(partition)
         async with engine.lock:
             for topic, offset, value in records:
                 engine.task.handle(topic, offset, value)
-            if engine.task.commit_due():
-                await self._commit(engine)
+                if engine.task.commit_due():
+                    await self._commit(engine)
 
     async def commit_all(self, force: bool = False) -> None:
         for engine in list(self.engines.values()):
@@ -112,7 +116,8 @@ class EngineHost:
     def _start_opening(self, partition: int) -> _Engine:
         engine = self.engines.get(partition)
         if engine is None:
-            engine = _Engine(EngineTask(self.app, partition, self.settings, self.policy))
+            task = EngineTask(self.app, partition, self.settings, self.policy, self.recovery)
+            engine = _Engine(task)
             self.engines[partition] = engine
         if engine.opened is None:
             engine.opened = asyncio.ensure_future(engine.call(engine.task.open))

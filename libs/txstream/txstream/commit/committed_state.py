@@ -1,7 +1,8 @@
 """The committed state the engine reads through: RocksDB, decoded, with a read cache.
 
 It changes only in `apply`, after Kafka has committed the group that produced the writes,
-so the cache can never hold an uncommitted value.
+so the cache can never hold an uncommitted value. Each apply records how far into the
+recovery log (the changelog, or the command log) the stored state reaches.
 """
 
 from __future__ import annotations
@@ -13,14 +14,20 @@ from txstream.engine.windows import WindowState
 from txstream.model.declarations import Key, Record
 from txstream.state.store import StateStore
 
-CHANGELOG_OFFSET = "changelog"
 _ABSENT = object()
 
 
 class CommittedState:
-    def __init__(self, store: StateStore, codec: StateCodec, cache_size: int = 200_000) -> None:
+    def __init__(
+        self,
+        store: StateStore,
+        codec: StateCodec,
+        log: str = "changelog",
+        cache_size: int = 200_000,
+    ) -> None:
         self.store = store
         self.codec = codec
+        self.log = log
         self._cache: dict[bytes, object] = {}
         self._cache_size = cache_size
 
@@ -47,13 +54,13 @@ class CommittedState:
             self._remember(kb, state)
         return state  # type: ignore[return-value]
 
-    def changelog_offset(self) -> int:
-        """The next changelog offset to apply: everything before it is in RocksDB."""
-        return self.store.offset(CHANGELOG_OFFSET) or 0
+    def log_offset(self) -> int:
+        """The next log offset to apply: everything before it is in RocksDB."""
+        return self.store.offset(self.log) or 0
 
     def apply(self, writes: Mapping[bytes, bytes | None], next_offset: int) -> None:
-        """Make a committed group's writes durable here, with the changelog position."""
-        self.store.apply(writes, {CHANGELOG_OFFSET: next_offset})
+        """Make a committed group's writes durable here, with the log position reached."""
+        self.store.apply(writes, {self.log: next_offset})
         for kb in writes:
             self._cache.pop(kb, None)
 

@@ -3,12 +3,15 @@
 The order is the whole of exactly-once here:
   1. produce the group's output batches, changelog records, aborts and commit notice;
   2. flush, so every record is acknowledged before the commit is asked for;
-  3. commit the Kafka transaction (input positions are changelog records, so they commit
-     atomically with the effects they produced);
-  4. only then apply the same writes to RocksDB, with the changelog offset reached.
+  3. commit the Kafka transaction (input positions are in the recovery log records, so they
+     commit atomically with the effects they produced);
+  4. only then apply the same writes to RocksDB, with the recovery log offset reached.
 A crash before 3 leaves nothing visible (the next incarnation's init_transactions aborts the
-open transaction); a crash between 3 and 4 is repaired by restore, which replays the
-changelog from the offset RocksDB last recorded.
+open transaction); a crash between 3 and 4 is repaired on restart, which replays the log
+from the offset RocksDB last recorded.
+
+The recovery log is the changelog (every state write), or under strong or weak recovery a
+single command log record naming what ran (`recovery.command_log`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from txstream.commit.state_codec import StateCodec
 from txstream.commit.topics import AppTopics
 from txstream.engine.executor import Group
 from txstream.kafka.clients import send
+from txstream.recovery.command_log import CommandLogCodec
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
 
@@ -43,6 +47,7 @@ class GroupCommitter:
         batch_codecs: Mapping[str, BatchCodec],
         abort_schema: Schema,
         notice_schema: Schema,
+        log_codec: CommandLogCodec | None = None,
     ) -> None:
         self.producer = producer
         self.topics = topics
@@ -52,16 +57,18 @@ class GroupCommitter:
         self.batch_codecs = batch_codecs
         self.abort_schema = abort_schema
         self.notice_schema = notice_schema
-        self._last_changelog_offset = -1
+        self.log_codec = log_codec
+        self._last_log_offset = -1
         self._errors: list[KafkaError] = []
 
-    def commit(self, group: Group) -> None:
+    def commit(self, group: Group, positions: Mapping[str, int]) -> None:
+        """Commit `group`, which leaves the inputs at `positions` (topic -> next offset)."""
         writes = self.codec.encode_writes(group.ws)
-        self._last_changelog_offset = -1
+        self._last_log_offset = -1
         self._errors = []
         try:
             self.producer.begin_transaction()
-            self._produce_all(group, writes)
+            self._produce_all(group, writes, positions)
             self.producer.flush()
             if self._errors:
                 raise CommitError(f"records were not acknowledged: {self._errors[0]}")
@@ -70,16 +77,22 @@ class GroupCommitter:
             raise
         except Exception as e:
             raise CommitError(f"group commit failed: {e}") from e
-        if self._last_changelog_offset >= 0:
-            self.state.apply(writes, self._last_changelog_offset + 1)
+        if self._last_log_offset >= 0:
+            self.state.apply(writes, self._last_log_offset + 1)
 
-    def _produce_all(self, group: Group, writes: Mapping[bytes, bytes | None]) -> None:
+    def _produce_all(
+        self, group: Group, writes: Mapping[bytes, bytes | None], positions: Mapping[str, int]
+    ) -> None:
         p = self.partition
         for out in group.outputs:
             batch = self.batch_codecs[out.stream].encode(out.stream, out.batch_id, out.tuples)
             self._send(self.topics.stream(out.stream), batch, partition=p)
-        for key, value in writes.items():
-            self._send(self.topics.changelog, value, key=key, partition=p, track=True)
+        if self.log_codec is None:
+            for key, value in writes.items():
+                self._send(self.topics.changelog, value, key=key, partition=p, track=True)
+        else:
+            logged = self.log_codec.encode(group.journal, positions)
+            self._send(self.topics.command_log, logged, partition=p, track=True)
         for a in group.aborts:
             record = {"app": self.topics.app, **vars(a)}
             self._send(self.topics.aborts, encode_record(self.abort_schema, record), partition=p)
@@ -104,17 +117,17 @@ class GroupCommitter:
         key: bytes | None = None,
         track: bool = False,
     ) -> None:
-        callback = self._on_changelog_delivery if track else self._on_delivery
+        callback = self._on_log_delivery if track else self._on_delivery
         send(self.producer, topic, value, key=key, partition=partition, on_delivery=callback)
 
     def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             self._errors.append(err)
 
-    def _on_changelog_delivery(self, err: KafkaError | None, msg: Message) -> None:
+    def _on_log_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
             self._errors.append(err)
             return
         offset = msg.offset()
-        if offset is not None and offset > self._last_changelog_offset:
-            self._last_changelog_offset = offset
+        if offset is not None and offset > self._last_log_offset:
+            self._last_log_offset = offset

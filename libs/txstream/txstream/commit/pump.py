@@ -28,15 +28,19 @@ class TaskPump:
             [TopicPartition(t, task.partition, off) for t, off in positions.items()]
         )
 
-    def step(self, max_records: int = 500, timeout_s: float = 0.05) -> CommitInfo | None:
-        """Process what is available; commit when the group is due. Returns commit info."""
+    def step(self, max_records: int = 500, timeout_s: float = 0.05) -> list[CommitInfo]:
+        """Process what is available, committing whenever a group is due (after any record,
+        so the commit policy holds however many records one poll returns)."""
+        commits = []
         for msg in self.consumer.consume(max_records, timeout=timeout_s):
             topic = msg.topic()
             if msg.error() is None and topic is not None:
                 self.task.handle(topic, msg.offset() or 0, msg.value())
+                if self.task.commit_due():
+                    commits.append(self.task.commit())
         if self.task.commit_due():
-            return self.task.commit()
-        return None
+            commits.append(self.task.commit())
+        return commits
 
     def run_until(
         self,
@@ -46,8 +50,7 @@ class TaskPump:
     ) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            info = self.step()
-            if info is not None:
+            for info in self.step():
                 if on_commit is not None:
                     on_commit(info)
                 if done(info):

@@ -26,7 +26,7 @@ def restore(
 ) -> int:
     """Apply changelog records from RocksDB's recorded offset to the end; returns the count."""
     pending: dict[bytes, bytes | None] = {}
-    next_offset, applied = state.changelog_offset(), 0
+    next_offset, applied = state.log_offset(), 0
     records = read_to_committed_end(
         settings, changelog, partition, next_offset, timeout_s=timeout_s
     )

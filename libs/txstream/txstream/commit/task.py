@@ -1,8 +1,9 @@
 """One partition engine wired to Kafka and RocksDB: the unit a worker runs.
 
 Like a Kafka Streams StreamTask, it owns one transactional producer, one state store and
-one engine. Opening it fences any zombie, restores state from the changelog, and yields the
-input positions to seek to; after that it is fed input records and told when to commit.
+one engine. Opening it fences any zombie, rebuilds state (from the newest usable of RocksDB
+and the snapshots, then the changelog or the command log), and yields the input positions
+to seek to; after that it is fed input records, told when to commit, and snapshots itself.
 """
 
 from __future__ import annotations
@@ -23,20 +24,40 @@ from txstream.commit.state_codec import StateCodec
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.engine.executor import PartitionEngine, position_key
+from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import transactional_producer_config
+from txstream.recovery.command_log import CommandLogCodec
+from txstream.recovery.policy import RecoveryPolicy
+from txstream.recovery.replay import replay
+from txstream.recovery.snapshots import Snapshots
+from txstream.recovery.sources import BorderSources
 from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
-from txstream.state.store import StateStore, StateStoreCorruption
+from txstream.state.store import StateStore, StateStoreCorruption, StateStoreError
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class CommitPolicy:
-    """Group commit: commit when `interval_ms` has passed or `max_batches` are pending."""
+    """Group commit: commit when `interval_ms` has passed or `max_batches` are pending.
+
+    `CommitPolicy.off()` commits after every input batch and the TEs it triggered.
+    """
 
     interval_ms: int = 100
     max_batches: int = 5000
+
+    def __post_init__(self) -> None:
+        if self.interval_ms < 0 or self.max_batches < 1:
+            raise ValueError(
+                f"group commit needs interval_ms >= 0 and max_batches >= 1, "
+                f"not {self.interval_ms} and {self.max_batches}"
+            )
+
+    @classmethod
+    def off(cls) -> CommitPolicy:
+        return cls(interval_ms=0, max_batches=1)
 
 
 class EngineTask:
@@ -46,14 +67,25 @@ class EngineTask:
         partition: int,
         settings: Settings,
         policy: CommitPolicy = CommitPolicy(),
+        recovery: RecoveryPolicy | None = None,
     ) -> None:
         self.app = app
         self.partition = partition
         self.settings = settings
         self.policy = policy
+        self.recovery = recovery or RecoveryPolicy(app.recovery)
         self.topics = AppTopics(app.name)
         self.dataflow = app.dataflow()
         registry = SchemaRegistry(settings.schema_dir)
+        mode = self.recovery.mode
+        self.log_codec = (
+            CommandLogCodec(registry, app.name, partition, mode) if mode.logged else None
+        )
+        self.log_name = "cmdlog" if mode.logged else "changelog"
+        self.snapshots = Snapshots(
+            settings.data_dir / "snapshots" / app.name / f"p{partition}" / self.log_name,
+            self.recovery.keep_snapshots,
+        )
         self.codec = StateCodec(self.dataflow, registry)
         self.batch_codecs = {
             s.name: BatchCodec(registry.get(s.schema)) for s in self.dataflow.decl.streams.values()
@@ -62,6 +94,8 @@ class EngineTask:
         self._abort_schema = registry.get("txstream.AbortRecord")
         self._notice_schema = registry.get("txstream.CommitNotice")
         self._group_started = 0.0
+        self._since_snapshot = 0
+        self._snapshot_at = time.monotonic()
 
     @property
     def state_dir(self) -> Path:
@@ -80,11 +114,21 @@ class EngineTask:
         )
         self.producer.init_transactions(60)
         self.store = self._open_store()
-        self.state = CommittedState(self.store, self.codec)
+        self.state = CommittedState(self.store, self.codec, self.log_name)
+        self.engine = PartitionEngine(
+            self.dataflow, self.state, self.partition, self.app.params, self.recovery.mode.journal
+        )
         started = time.monotonic()
-        n = restore(self.state, self.settings, self.topics.changelog, self.partition)
-        log.info("restored %d changelog records in %.2fs", n, time.monotonic() - started)
-        self.engine = PartitionEngine(self.dataflow, self.state, self.partition, self.app.params)
+        if self.log_codec is None:
+            n = restore(self.state, self.settings, self.topics.changelog, self.partition)
+        else:
+            by_topic = {t: self.batch_codecs[s] for t, s in self.stream_of_topic.items()}
+            sources = BorderSources(self.settings, self.partition, by_topic)
+            n = replay(self.engine, self.state, self.codec, self.log_codec, sources,
+                       self.settings, self.topics.command_log)  # fmt: skip
+        self.recovered_records, self.recovered_s = n, time.monotonic() - started
+        log.info("recovered p%d: %d %s records in %.2fs",
+                 self.partition, n, self.log_name, self.recovered_s)  # fmt: skip
         self.committer = GroupCommitter(
             self.producer,
             self.topics,
@@ -94,6 +138,7 @@ class EngineTask:
             self.batch_codecs,
             self._abort_schema,
             self._notice_schema,
+            self.log_codec,
         )
         self._next_offsets = self.positions()
         return dict(self._next_offsets)
@@ -135,18 +180,60 @@ class EngineTask:
         group = self.engine.take_group()
         if not group.ws.tables:
             return {"batches": 0}
-        self.committer.commit(group)
+        self.committer.commit(group, self._next_offsets)
+        self._since_snapshot += group.batches
+        if self._snapshot_due():
+            self.snapshot()
         return {"batches": group.batches, "aborts": len(group.aborts), "last": group.last_batch_ids}
+
+    def snapshot(self) -> None:
+        """Checkpoint committed state; then the command log below the oldest kept snapshot
+        is no longer needed, and is truncated. A failed snapshot (a full disk, say) costs
+        only a longer recovery, so it is logged and the engine goes on."""
+        self._since_snapshot, self._snapshot_at = 0, time.monotonic()
+        try:
+            self.snapshots.take(self.store, self.state.log_offset())
+        except (StateStoreError, OSError) as e:
+            log.error("snapshot of partition %d failed: %s", self.partition, e)
+            return
+        oldest = self.snapshots.oldest_offset()
+        if self.log_codec is not None and oldest is not None:
+            TopicAdmin(self.settings).delete_records(
+                self.topics.command_log, self.partition, oldest
+            )
+
+    def _snapshot_due(self) -> bool:
+        every, interval = self.recovery.snapshot_every_batches, self.recovery.snapshot_interval_s
+        return bool(every and self._since_snapshot >= every) or bool(
+            interval and time.monotonic() - self._snapshot_at >= interval
+        )
 
     def close(self) -> None:
         self.store.close()
         self.producer.flush(5)
 
     def _open_store(self) -> StateStore:
-        """A corrupt store is only a cache: wipe it and rebuild from the changelog."""
+        """The most advanced usable base: RocksDB as it stands, or the newest snapshot ahead
+        of it. A corrupt store or snapshot is only a cache of the log: drop it and go on."""
         try:
-            return StateStore.open(self.state_dir)
+            store = StateStore.open(self.state_dir)
         except StateStoreCorruption as e:
-            log.warning("state store unusable (%s); rebuilding from the changelog", e)
+            log.warning("state store unusable (%s); rebuilding it", e)
             StateStore.wipe(self.state_dir)
-            return StateStore.open(self.state_dir)
+            store = StateStore.open(self.state_dir)
+        reached = store.offset(self.log_name)
+        for offset, path in self.snapshots.newest_first():
+            if reached is not None and reached >= offset:
+                break
+            store.close()
+            try:
+                StateStore.restore(path, self.state_dir)
+                store = StateStore.open(self.state_dir)
+            except StateStoreError as e:
+                log.warning("snapshot %s unusable (%s); trying an older one", path, e)
+                StateStore.wipe(self.state_dir)
+                store = StateStore.open(self.state_dir)
+                continue
+            log.info("partition %d starts from snapshot %s", self.partition, path)
+            break
+        return store

@@ -1,4 +1,4 @@
-"""Topic names of one app: every stream, the changelog, aborts, and commit notices."""
+"""Topic names of one app: streams, changelog, command log, aborts and commit notices."""
 
 from __future__ import annotations
 
@@ -22,6 +22,11 @@ class AppTopics:
         return f"{self.app}.changelog"
 
     @property
+    def command_log(self) -> str:
+        """Strong or weak recovery: one record per group commit; truncated after snapshots."""
+        return f"{self.app}.cmdlog"
+
+    @property
     def aborts(self) -> str:
         return f"{self.app}.aborts"
 
@@ -42,6 +47,7 @@ def ensure_topics(
     compacted = {"cleanup.policy": "compact"}
     wanted: dict[str, dict[str, str]] = {topics.stream(s): {} for s in streams}
     wanted[topics.changelog] = compacted
+    wanted[topics.command_log] = {"retention.ms": "-1", "retention.bytes": "-1"}
     wanted[topics.aborts] = {}
     wanted[topics.commits] = {}
     existing = set(admin.list_topics())

@@ -6,7 +6,9 @@ in-process (PE triggers). A nested transaction runs its members for the batch in
 shared write set, so nothing interleaves and it commits only if every member commits.
 
 The engine never talks to Kafka: it accumulates a `Group` (overlay, outputs, aborts,
-positions) that the commit path writes in one Kafka transaction.
+positions, and for command-logging recovery a journal of what ran) that the commit path
+writes in one Kafka transaction. Recovery replays a journal through `replay` with PE
+triggers off (strong) or through `process` with them on (weak).
 """
 
 from __future__ import annotations
@@ -43,6 +45,27 @@ class AbortRecord:
     error: str
 
 
+class Journal(StrEnum):
+    """What the engine records of each execution, for the command log."""
+
+    NONE = "none"
+    BORDER = "border"  # weak recovery: each border batch processed, in order
+    ALL = "all"  # strong recovery: every top-level TE or nested transaction, in order
+
+
+@dataclass
+class JournalEntry:
+    """One logged unit. `procedure` is None for a border batch (weak), whose replay runs
+    every procedure it triggers; `topic` and `offset` locate a border batch's input."""
+
+    stream: str
+    batch_id: int
+    procedure: str | None = None
+    topic: str | None = None
+    offset: int | None = None
+    aborted: bool = False
+
+
 @dataclass
 class Group:
     """Everything since the last group commit; written to Kafka as one transaction."""
@@ -54,6 +77,7 @@ class Group:
     executions: int = 0
     first_batch_ids: dict[str, int] = field(default_factory=dict)
     last_batch_ids: dict[str, int] = field(default_factory=dict)
+    journal: list[JournalEntry] = field(default_factory=list)
 
 
 class Outcome(StrEnum):
@@ -88,13 +112,24 @@ def last_batch_key(stream: str, partition: int) -> tuple[str, str, int]:
 
 class PartitionEngine:
     def __init__(
-        self, dataflow: Dataflow, base: Base, partition: int, params: Mapping[str, Any]
+        self,
+        dataflow: Dataflow,
+        base: Base,
+        partition: int,
+        params: Mapping[str, Any],
+        journal: Journal = Journal.NONE,
     ) -> None:
         self.df = dataflow
         self.base = base
         self.partition = partition
         self.params = params
+        self.journal = journal
         self.group = Group()
+        # PE triggers off (strong replay): committed outputs wait here, by (stream, batch id),
+        # for the logged TEs that consume them, instead of firing their consumers.
+        self.triggers = True
+        self.pending: dict[tuple[str, int], Sequence[Record]] = {}
+        self._source: tuple[str, str, int] | None = None  # (stream, topic, offset) in hand
 
     def take_group(self) -> Group:
         """Hand the accumulated group to the commit path and start a new one."""
@@ -123,7 +158,11 @@ class PartitionEngine:
         last = self.sys_value(key)
         outcome = Outcome.DUPLICATE
         if last is None or batch_id > last:
+            self._source = None if source is None else (stream, source[0], source[2])
+            if self.journal is Journal.BORDER:
+                self.group.journal.append(self._entry(stream, batch_id, None))
             self._deliver(ws, stream, batch_id, tuples, None)
+            self._source = None
             ws.put(SYS_TABLE, key, {"value": batch_id})
             self.group.batches += 1
             self.group.first_batch_ids.setdefault(stream, batch_id)
@@ -134,11 +173,39 @@ class PartitionEngine:
             ws.put(SYS_TABLE, position_key(topic, part), {"value": offset + 1})
         return outcome
 
+    def replay(self, entry: JournalEntry, tuples: Sequence[Record]) -> None:
+        """Re-run one strong-log entry with PE triggers off: its outputs go to `pending`."""
+        if entry.procedure is None:
+            raise ValueError(f"entry for {entry.stream} batch {entry.batch_id} names no procedure")
+        if entry.topic is not None:
+            self.group.ws.put(SYS_TABLE, last_batch_key(entry.stream, self.partition),
+                              {"value": entry.batch_id})  # fmt: skip
+        if not entry.aborted:
+            proc = self.df.decl.procedures[entry.procedure]
+            self._dispatch(self.group.ws, proc, entry.stream, entry.batch_id, tuples)
+
+    def fire_pending(self, done: set[tuple[str, str, int]]) -> None:
+        """Triggers back on: run each pending batch's consumers that `done` does not list."""
+        pending, self.pending = self.pending, {}
+        for (stream, batch_id), tuples in pending.items():
+            for proc in self.df.consumers.get(stream, ()):
+                if (proc.name, stream, batch_id) not in done:
+                    self._dispatch(self.group.ws, proc, stream, batch_id, tuples)
+
+    def set_position(self, topic: str, next_offset: int) -> None:
+        self.group.ws.put(SYS_TABLE, position_key(topic, self.partition), {"value": next_offset})
+
     def reject(self, stream: str, source: tuple[str, int, int], reason: str, error: str) -> None:
         """An input record that is not a batch at all: record why, and move past it."""
         self.group.aborts.append(AbortRecord("<input>", stream, -1, reason, error))
         topic, part, offset = source
         self.group.ws.put(SYS_TABLE, position_key(topic, part), {"value": offset + 1})
+
+    def _entry(self, stream: str, batch_id: int, procedure: str | None) -> JournalEntry:
+        """A journal entry; it locates its input if that is the border batch in hand."""
+        if self._source is None or self._source[0] != stream:
+            return JournalEntry(stream, batch_id, procedure)
+        return JournalEntry(stream, batch_id, procedure, self._source[1], self._source[2])
 
     def _deliver(
         self,
@@ -148,6 +215,9 @@ class PartitionEngine:
         tuples: Sequence[Record],
         scope: _Scope | None,
     ) -> None:
+        if scope is None and not self.triggers:
+            self.pending[(stream, batch_id)] = tuples
+            return
         for proc in self.df.consumers.get(stream, ()):
             nested = self.df.nested_of.get(proc.name)
             if scope is None:
@@ -166,11 +236,17 @@ class PartitionEngine:
         tuples: Sequence[Record],
     ) -> None:
         """Run `proc` outside any open nested transaction: alone, or opening its own."""
+        entry = None
+        if self.journal is Journal.ALL:
+            entry = self._entry(stream, batch_id, proc.name)
+            self.group.journal.append(entry)
         nested = self.df.nested_of.get(proc.name)
         if nested is not None:
-            self._run_nested(parent, nested, proc, stream, batch_id, tuples)
+            committed = self._run_nested(parent, nested, proc, stream, batch_id, tuples)
         else:
-            self._run_te(parent, proc, stream, batch_id, tuples, None)
+            committed = self._run_te(parent, proc, stream, batch_id, tuples, None)
+        if entry is not None:
+            entry.aborted = not committed
 
     def _run_nested(
         self,
@@ -180,7 +256,7 @@ class PartitionEngine:
         stream: str,
         batch_id: int,
         tuples: Sequence[Record],
-    ) -> None:
+    ) -> bool:
         scope = _Scope(nested)
         nws = WriteSet(parent)
         try:
@@ -189,11 +265,15 @@ class PartitionEngine:
             self.group.aborts.append(
                 AbortRecord(f"{nested.name}/{a.procedure}", stream, batch_id, a.reason, a.error)
             )
-            return
+            return False
         nws.merge_into(parent)
         self.group.outputs.extend(scope.outputs)
         for p, s, tups in scope.deferred:
-            self._dispatch(parent, p, s, batch_id, tups)
+            if self.triggers:
+                self._dispatch(parent, p, s, batch_id, tups)
+            else:
+                self.pending[(s, batch_id)] = tups
+        return True
 
     def _run_te(
         self,
@@ -203,7 +283,8 @@ class PartitionEngine:
         batch_id: int,
         tuples: Sequence[Record],
         scope: _Scope | None,
-    ) -> None:
+    ) -> bool:
+        """Run one TE; False if it aborted (outside a nested transaction)."""
         ws = WriteSet(parent)
         decl = self.df.decl
         ctx = TxnContext(
@@ -222,16 +303,17 @@ class PartitionEngine:
             proc.fn(ctx, tuples)
         except TxnAbort as e:
             self._abort(proc, stream, batch_id, e.reason, str(e), scope)
-            return
+            return False
         except Exception as e:
             detail = "".join(traceback.format_exception_only(e)).strip()
             self._abort(proc, stream, batch_id, "exception", detail, scope)
-            return
+            return False
         ws.merge_into(parent)
         outputs = [OutputBatch(s, batch_id, tups) for s, tups in ctx.outputs.items()]
         (scope.outputs if scope is not None else self.group.outputs).extend(outputs)
         for out in outputs:
             self._deliver(parent, out.stream, batch_id, out.tuples, scope)
+        return True
 
     def _abort(
         self,

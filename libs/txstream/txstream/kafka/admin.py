@@ -164,6 +164,17 @@ class TopicAdmin:
             effective_config={k: e.value or "" for k, e in sorted(entries.items())},
         )
 
+    def start_offset(self, name: str, partition: int) -> int:
+        """The first offset still stored: records before it were deleted or truncated."""
+        tp = TopicPartition(name, partition)
+        return self._offsets([tp], _EARLIEST, IsolationLevel.READ_UNCOMMITTED)[partition]
+
+    def delete_records(self, name: str, partition: int, before: int) -> None:
+        """Truncate `name[partition]` below offset `before` (a command log after a snapshot)."""
+        tp = TopicPartition(name, partition, before)
+        futures = self._client.delete_records([tp], request_timeout=self.timeout_s)
+        self._result(futures[tp], f"delete records of {name}[{partition}] before {before}")
+
     def _topic(self, name: str) -> TopicMetadata:
         topic = self._metadata().topics.get(name)
         if topic is None:

@@ -1,0 +1,57 @@
+"""A chain of `length` procedures sp1..spN over streams s0..s(N-1), fused by PE triggers.
+
+Each TE adds its batch to a running total per key bucket and passes the tuples on, so every
+stage both writes state and feeds the next one: the shape S-Store's recovery figures use.
+With `abort_every` > 0, sp2 aborts on every batch id divisible by it, so the chain stops
+there for that batch (deterministically, as replay requires).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from txstream.app import App
+from txstream.engine.context import TxnContext
+from txstream.model.declarations import Record
+
+BUCKETS = 16
+
+
+def build_app(
+    length: int, name: str = "chain", recovery: str = "changelog", abort_every: int = 0
+) -> App:
+    if length < 1:
+        raise ValueError(f"a chain needs at least one procedure, not {length}")
+    app = App(name, params={"length": length, "abort_every": abort_every}, recovery=recovery)
+    streams = [app.stream(f"s{i}", schema="chain.Item", key_field="key") for i in range(length)]
+    app.table("totals", schema="chain.Total")
+    for i in range(length):
+        outputs = [streams[i + 1]] if i + 1 < length else []
+        app.procedure(input=streams[i], outputs=outputs, name=f"sp{i + 1}")(_stage(i, length))
+    return app
+
+
+def _stage(i: int, length: int) -> Callable[[TxnContext, Sequence[Record]], None]:
+    def run(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        every = ctx.params["abort_every"]
+        if i == 1 and every and ctx.batch_id % every == 0:
+            ctx.abort("chain_test", f"sp2 aborts batch {ctx.batch_id}")
+        totals = ctx.table("totals")
+        for tup in batch:
+            key = (i, tup["key"] % BUCKETS)
+            row = totals.get(key) or {"value": 0, "batches": 0}
+            totals.put(key, {"value": row["value"] + tup["value"], "batches": row["batches"] + 1})
+            if i + 1 < length:
+                ctx.emit(f"s{i + 1}", {"key": tup["key"], "value": tup["value"] + 1})
+
+    return run
+
+
+def from_params(values: dict[str, object]) -> App:
+    """The worker's factory (`--app chain.dataflow:from_params`)."""
+    return build_app(
+        int(values.get("length", 3)),  # type: ignore[call-overload]
+        name=str(values.get("name", "chain")),
+        recovery=str(values.get("recovery", "changelog")),
+        abort_every=int(values.get("abort_every", 0)),  # type: ignore[call-overload]
+    )

@@ -1,0 +1,1 @@
+"""Recovery: changelog (default), strong and weak command logging, and snapshots."""
