@@ -14,17 +14,15 @@ import typer
 from rich.console import Console
 from rich.progress import Progress
 
-from leaderboard.commits import committed_tables, wait_for_batches
+from leaderboard.commits import recovered_tables, wait_for_batches
 from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader, load_raw_votes
 from leaderboard.results import result_document
 from leaderboard.votes_file import VotesFileError, validate_votes_file
-from txstream.commit.state_codec import StateCodec
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.recovery.policy import RecoveryMode
-from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.stack import Stack
 from txstream.stack.supervisor import Policy, Supervised
 
@@ -129,8 +127,7 @@ def run(
     finally:
         for service in reversed(services):
             service.stop()
-    codec = StateCodec(lb.dataflow(), SchemaRegistry(settings.schema_dir))
-    doc = result_document(committed_tables(settings, codec, topics.changelog))
+    doc = result_document(recovered_tables(settings, lb))
     doc["app"] = lb.name
     tmp = result.with_name(result.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")

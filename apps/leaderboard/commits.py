@@ -1,4 +1,4 @@
-"""Read an app's committed output back from Kafka: commit notices and the changelog."""
+"""Read an app's committed output back: commit notices, the changelog, recovered state."""
 
 from __future__ import annotations
 
@@ -9,7 +9,9 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
+from txstream.app import App
 from txstream.commit.state_codec import StateCodec, table_rows
+from txstream.commit.task import EngineTask
 from txstream.config import Settings
 from txstream.kafka.clients import read_committed_consumer_config
 from txstream.kafka.read import read_to_committed_end
@@ -72,3 +74,14 @@ def committed_tables(settings: Settings, codec: StateCodec, topic: str) -> dict[
         else:
             state[key] = value
     return table_rows(codec, state)
+
+
+def recovered_tables(settings: Settings, app: App) -> dict[str, Any]:
+    """Partition 0's committed state, recovered the way a restarted engine recovers it
+    (any mode). Opening the engine fences its producer: call this once the worker is gone."""
+    task = EngineTask(app, 0, settings)
+    task.open()
+    try:
+        return table_rows(task.codec, dict(task.store.scan(b"")))
+    finally:
+        task.close()

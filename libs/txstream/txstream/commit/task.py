@@ -8,6 +8,7 @@ to seek to; after that it is fed input records, told when to commit, and snapsho
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from dataclasses import dataclass
@@ -113,12 +114,12 @@ class EngineTask:
             }
         )
         self.producer.init_transactions(60)
+        started = time.monotonic()
         self.store = self._open_store()
         self.state = CommittedState(self.store, self.codec, self.log_name)
         self.engine = PartitionEngine(
             self.dataflow, self.state, self.partition, self.app.params, self.recovery.mode.journal
         )
-        started = time.monotonic()
         if self.log_codec is None:
             n = restore(self.state, self.settings, self.topics.changelog, self.partition)
         else:
@@ -152,6 +153,13 @@ class EngineTask:
 
     def handle(self, topic: str, offset: int, value: bytes | None) -> None:
         """Process one input record; a record before the current position is a redelivery."""
+        try:
+            self._handle(topic, offset, value)
+        except StateStoreCorruption:
+            self._drop_store()
+            raise
+
+    def _handle(self, topic: str, offset: int, value: bytes | None) -> None:
         if offset < self._next_offsets[topic]:
             return
         self._next_offsets[topic] = offset + 1
@@ -211,6 +219,14 @@ class EngineTask:
     def close(self) -> None:
         self.store.close()
         self.producer.flush(5)
+
+    def _drop_store(self) -> None:
+        """Damage found while running: wipe the store, so the restart that follows this
+        failure rebuilds it from a snapshot and the log instead of tripping on it again."""
+        log.error("state store of partition %d is damaged; wiping it for a rebuild", self.partition)
+        with contextlib.suppress(StateStoreError):
+            self.store.close()
+        StateStore.wipe(self.state_dir)
 
     def _open_store(self) -> StateStore:
         """The most advanced usable base: RocksDB as it stands, or the newest snapshot ahead

@@ -24,7 +24,7 @@ from txstream.engine.writeset import Base as Base
 from txstream.engine.writeset import WriteSet, read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import NestedTransaction, Procedure, Record
-from txstream.model.errors import TxnAbort
+from txstream.model.errors import StateUnavailable, TxnAbort
 
 SYS_TABLE = "__sys__"
 
@@ -304,6 +304,8 @@ class PartitionEngine:
         except TxnAbort as e:
             self._abort(proc, stream, batch_id, e.reason, str(e), scope)
             return False
+        except StateUnavailable:
+            raise
         except Exception as e:
             detail = "".join(traceback.format_exception_only(e)).strip()
             self._abort(proc, stream, batch_id, "exception", detail, scope)

@@ -23,3 +23,11 @@ class ConstraintViolation(TxnAbort):
         super().__init__("constraint_violation", f"{table}{list(key)} violates {constraint}")
         self.table = table
         self.constraint = constraint
+
+
+class StateUnavailable(Exception):
+    """Committed state could not be read or written (a damaged or full disk, say).
+
+    Not the procedure's fault, so never turned into an abort: the engine stops and
+    restarts from what Kafka committed.
+    """

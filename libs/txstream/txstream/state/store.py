@@ -31,6 +31,7 @@ from rocksdict import (
     WriteOptions,
 )
 
+from txstream.model.errors import StateUnavailable
 from txstream.state.keys import RESERVED
 
 _OFFSET_PREFIX = RESERVED + b"offset:"
@@ -38,7 +39,7 @@ _DEFAULT_MEMTABLE_BYTES = 64 << 20
 _BLOCK_CACHE_BYTES = 64 << 20
 
 
-class StateStoreError(Exception):
+class StateStoreError(StateUnavailable):
     """The store at `path` cannot be used; `StateStoreCorruption` says when wiping it helps."""
 
     def __init__(self, path: Path, problem: str) -> None:

@@ -1,7 +1,8 @@
-"""`txstream leaderboard run` end to end, with its worker SIGKILLed at random moments.
+"""`txstream leaderboard run` end to end in each recovery mode, with its worker SIGKILLed
+at seeded random moments.
 
-The result must equal the serial reference, and reading every output, notice and changelog
-topic with read_committed must show each batch exactly once.
+The result must equal the serial reference, and reading every output and notice topic with
+read_committed must show each batch exactly once; so must the recovery log itself.
 """
 
 from __future__ import annotations
@@ -17,11 +18,14 @@ import pytest
 
 from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv
+from tests.faults.killer import Killer
+from tests.faults.scale import scaled, seeds
 from tests.kafka_reads import read_to_end
-from tests.killer import Killer
 from tests.reference.leaderboard_ref import run_reference
 from txstream.commit.state_codec import SYS_SCHEMA
 from txstream.config import Settings, project_root
+from txstream.recovery.command_log import CommandLogCodec
+from txstream.recovery.policy import RecoveryMode
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
@@ -30,28 +34,31 @@ from txstream.state.keys import encode_key
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 SMALL = ["--contestants", "12", "--threshold", "1000", "--window", "100", "--slide", "1"]
+VOTES, KILLS = scaled(10_000, 30_000), scaled(4, 10)
 
 
 def read_all(settings: Settings, topic: str) -> list[bytes]:
     return [value for _, value in read_to_end(settings, topic)]
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("seed", seeds([11], [11, 12, 13]))
+@pytest.mark.parametrize("mode", list(RecoveryMode), ids=str)
 def test_sigkilled_worker_gives_the_reference_result_exactly_once(
-    kafka: KafkaEnv, tmp_path: Path
+    kafka: KafkaEnv, tmp_path: Path, mode: RecoveryMode, seed: int
 ) -> None:
     votes, result = tmp_path / "votes.txt", tmp_path / "result.json"
-    write_votes_file(votes, 24_000, contestants=12, seed=11)
+    write_votes_file(votes, VOTES, contestants=12, seed=seed)
     home = tmp_path / "home"
     env = {**os.environ, "TXSTREAM_HOME": str(home), "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap}
-    killer = Killer(home / "run" / "worker.pid", "worker", kills=6, seed=11,
+    killer = Killer(home / "run" / "worker.pid", "worker", kills=KILLS, seed=seed,
                     log=home / "log" / "worker.log", ready="resuming")  # fmt: skip
     killer.start()
     try:
         run = subprocess.run(
             [TXSTREAM, "leaderboard", "run", "--votes", str(votes), "--result", str(result),
-             *SMALL],
-            env=env, capture_output=True, text=True, timeout=500, check=False,
+             "--recovery", str(mode), *SMALL],
+            env=env, capture_output=True, text=True, timeout=800, check=False,
         )  # fmt: skip
     finally:
         killer.done.set()
@@ -61,30 +68,24 @@ def test_sigkilled_worker_gives_the_reference_result_exactly_once(
             if is_alive(pid) and str(home) in cmdline(pid):
                 os.kill(pid, signal.SIGKILL)
     assert run.returncode == 0, run.stdout + run.stderr
-    assert len(killer.killed) >= 5, f"only {len(killer.killed)} kills landed: {run.stdout}"
+    assert len(killer.killed) >= KILLS - 1, f"only {len(killer.killed)} kills: {run.stdout}"
     assert f"worker restarts: {len(killer.killed)}" in run.stdout
 
     got: dict[str, Any] = json.loads(result.read_text())
     expected = run_reference(votes, contestants=12, threshold=1000, window=100, slide=1)
     assert {k: got[k] for k in expected} == expected
 
-    app = got["app"]
-    settings = kafka.settings
+    app, settings, everyone = got["app"], kafka.settings, list(range(1, VOTES + 1))
     registry = SchemaRegistry(settings.schema_dir)
     accepted = BatchCodec(registry.get("leaderboard.AcceptedVote"))
     ids = [accepted.decode(v).batch_id for v in read_all(settings, f"{app}.accepted_votes")]
-    assert sorted(ids) == list(range(1, 24_001)), "each batch exactly once on accepted_votes"
+    assert sorted(ids) == everyone, "each batch exactly once on accepted_votes"
 
     due = BatchCodec(registry.get("leaderboard.RemovalDue"))
     due_ids = [due.decode(v).batch_id for v in read_all(settings, f"{app}.removals_due")]
-    assert sorted(due_ids) == list(range(1, 24_001)), "each batch exactly once on removals_due"
+    assert sorted(due_ids) == everyone, "each batch exactly once on removals_due"
 
-    # the changelog records the last committed votes batch once per group: strictly rising
-    last_batch_key = encode_key(("__sys__", "batch", "votes", 0))
-    changelog = read_to_end(settings, f"{app}.changelog")
-    marks = [decode_record(SYS_SCHEMA, v)["value"] for k, v in changelog if k == last_batch_key]
-    assert marks == sorted(set(marks)) and marks[-1] == 24_000
-
+    assert logged_vote_batches(settings, registry, app, mode) == everyone
     notice = registry.get("txstream.CommitNotice")
     ranges = []
     for v in read_all(settings, f"{app}.commits"):
@@ -92,4 +93,27 @@ def test_sigkilled_worker_gives_the_reference_result_exactly_once(
         if "votes" in n["first_batch_ids"]:
             ranges.append((n["first_batch_ids"]["votes"], n["last_batch_ids"]["votes"]))
     covered = [b for first, last in ranges for b in range(first, last + 1)]
-    assert covered == list(range(1, 24_001)), "commit notices cover each batch exactly once"
+    assert covered == everyone, "commit notices cover each batch exactly once"
+
+
+def logged_vote_batches(
+    settings: Settings, registry: SchemaRegistry, app: str, mode: RecoveryMode
+) -> list[int]:
+    """The votes batches as the recovery log records them, in log order."""
+    if mode is RecoveryMode.CHANGELOG:
+        # the last committed votes batch, once per group: strictly rising, ending at the last
+        key = encode_key(("__sys__", "batch", "votes", 0))
+        marks = [
+            decode_record(SYS_SCHEMA, v)["value"]
+            for k, v in read_to_end(settings, f"{app}.changelog")
+            if k == key
+        ]
+        assert marks == sorted(set(marks)), "changelog marks rise strictly"
+        return list(range(1, marks[-1] + 1))
+    codec = CommandLogCodec(registry, app, 0, mode)
+    return [
+        e.batch_id
+        for _, v in read_to_end(settings, f"{app}.cmdlog")
+        for e in codec.decode(v).entries
+        if e.stream == "votes"
+    ]

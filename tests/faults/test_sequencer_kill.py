@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 
 from tests.conftest import KafkaEnv
+from tests.faults.killer import Killer
 from tests.integration.sequencer_driver import (
     batches_by_partition,
     produce_events,
@@ -21,7 +22,6 @@ from tests.integration.sequencer_driver import (
     wait_until,
     write_config,
 )
-from tests.killer import Killer
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings, project_root
 from txstream.kafka.admin import TopicAdmin

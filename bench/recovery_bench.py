@@ -1,0 +1,593 @@
+"""S-Store's Figure 8 with our recovery modes: throughput (8a) and recovery time (8b).
+
+    .venv/bin/python bench/recovery_bench.py            # full size: a long run
+    .venv/bin/python bench/recovery_bench.py --quick    # lengths 1,5,10; fewer batches
+
+8a: the chain app (`apps/chain`, sp1..spN fused by PE triggers, 1 tuple per batch) on one
+in-process EngineTask, for each recovery mode (changelog, strong, weak) x group commit on
+(100 ms or 5,000 batches) and off (a commit per input batch) x chain length. The input is
+loaded first; the clock runs from `task.open()` until the last batch is committed. No
+snapshots are taken.
+
+8b: for each mode and each N, N batches are processed after a snapshot of the empty state,
+the RocksDB directory is deleted (a crash), and a new task recovers: snapshot, then the whole
+changelog or command log. The recovered state must equal the state before the crash.
+
+Every configuration gets a fresh app name and a temporary home (deleted after it), and its
+topics are deleted unless --keep-topics. Writes JSON (--out), fig8a_throughput.png and
+fig8b_recovery.png (--figures), and prints markdown tables for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException
+from confluent_kafka.admin import AdminClient
+from matplotlib.figure import Figure
+from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+from rich.console import Console
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from chain.dataflow import build_app
+from chain.load import load_batches
+from txstream.app import App
+from txstream.commit.pump import CommitInfo, TaskPump
+from txstream.commit.task import CommitPolicy, EngineTask
+from txstream.commit.topics import AppTopics
+from txstream.config import Settings
+from txstream.kafka.clients import common_config
+from txstream.recovery.policy import RecoveryMode, RecoveryPolicy
+
+ROOT = Path(__file__).resolve().parents[1]
+MODES = [RecoveryMode.CHANGELOG, RecoveryMode.STRONG, RecoveryMode.WEAK]
+GROUP_ON = CommitPolicy(interval_ms=100, max_batches=5000)
+BORDER = "s0"
+COLORS = {
+    RecoveryMode.CHANGELOG: "tab:blue",
+    RecoveryMode.STRONG: "tab:red",
+    RecoveryMode.WEAK: "tab:green",
+}
+MARKERS = {RecoveryMode.CHANGELOG: "o", RecoveryMode.STRONG: "s", RecoveryMode.WEAK: "^"}
+
+
+@dataclass(frozen=True)
+class Preset:
+    lengths: list[int]
+    batches: int
+    batches_off: int
+    recovery_batches: list[int]
+
+
+FULL = Preset(list(range(1, 11)), 5000, 300, [5000, 50000])
+QUICK = Preset([1, 5, 10], 1000, 100, [1000, 5000])
+
+
+@dataclass(frozen=True)
+class Throughput:
+    mode: str
+    group_commit: bool
+    length: int
+    batches: int
+    commits: int
+    seconds: float  # from task.open() until the last batch is committed
+    batches_per_s: float  # batches / seconds: the figure
+    open_s: float  # of seconds, in task.open(): fencing and restoring the empty state
+    after_open_batches_per_s: float  # batches / (seconds - open_s), for reference
+
+
+@dataclass(frozen=True)
+class Recovery:
+    mode: str
+    length: int
+    batches: int
+    process_s: float
+    recovered_s: float
+    recovered_records: int
+    state_entries: int
+
+
+# --- the machine and the command, for the docs ------------------------------------------
+
+
+def ram_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1024**2
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def machine() -> dict[str, Any]:
+    ram = ram_gib()
+    return {
+        "node": platform.node(),
+        "cores": os.cpu_count(),
+        "ram_gib": None if ram is None else round(ram, 1),
+        "python": platform.python_version(),
+    }
+
+
+def machine_text(m: dict[str, Any]) -> str:
+    ram = "? GiB" if m["ram_gib"] is None else f"{m['ram_gib']:.1f} GiB"
+    return f"{m['cores']} cores, {ram} RAM, Python {m['python']}"
+
+
+def command_text() -> str:
+    return " ".join([".venv/bin/python bench/recovery_bench.py", *map(shlex.quote, sys.argv[1:])])
+
+
+# --- one configuration --------------------------------------------------------------------
+
+
+def no_snapshots(mode: RecoveryMode) -> RecoveryPolicy:
+    return RecoveryPolicy(mode, snapshot_every_batches=0, snapshot_interval_s=0)
+
+
+@contextmanager
+def run_home(base: Settings) -> Iterator[Settings]:
+    """Settings whose home (RocksDB, snapshots) is a temporary directory, deleted after."""
+    home = Path(tempfile.mkdtemp(prefix="txstream-fig8-"))
+    try:
+        yield base.model_copy(update={"home": home})
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def new_app(mode: RecoveryMode, length: int, tag: str) -> App:
+    return build_app(
+        length, name=f"fig8-{tag}-{mode}-l{length}-{uuid.uuid4().hex[:8]}", recovery=str(mode)
+    )
+
+
+def delete_topics(settings: Settings, app: App) -> None:
+    """Drop the app's topics, so a full run does not leave hundreds on the broker."""
+    topics = AppTopics(app.name)
+    names = [topics.stream(s) for s in app.decl.streams]
+    names += [topics.changelog, topics.command_log, topics.aborts, topics.commits]
+    admin = AdminClient(common_config(settings))
+    for name, future in admin.delete_topics(names, operation_timeout=30).items():
+        try:
+            future.result()
+        except KafkaException as e:
+            if "UNKNOWN_TOPIC" not in str(e):  # the cmdlog or changelog may never exist
+                print(f"warning: could not delete topic {name}: {e}", file=sys.stderr)
+
+
+def feed(
+    pump: TaskPump,
+    last: int,
+    timeout_s: float,
+    on_batches: Callable[[int], None] | None = None,
+) -> int:
+    """Run the pump until border batch `last` is committed; returns the group commits."""
+    done, commits = 0, 0
+
+    def committed(info: CommitInfo) -> bool:
+        nonlocal done, commits
+        if info.get("batches", 0):
+            commits += 1
+            done = max(done, int(info.get("last", {}).get(BORDER, 0)))
+            if on_batches is not None:
+                on_batches(done)
+        return done >= last
+
+    pump.run_until(committed, timeout_s)
+    return commits
+
+
+def timeout_for(batches: int) -> float:
+    return 120.0 + 0.2 * batches
+
+
+def measure_throughput(
+    base: Settings,
+    mode: RecoveryMode,
+    group_commit: bool,
+    length: int,
+    batches: int,
+    keep_topics: bool,
+    on_batches: Callable[[int], None],
+) -> Throughput:
+    commit = GROUP_ON if group_commit else CommitPolicy.off()
+    tag = "gc" if group_commit else "nogc"
+    with run_home(base) as settings:
+        app = new_app(mode, length, tag)
+        last = load_batches(settings, app, batches, batch_size=1)
+        task = EngineTask(app, 0, settings, commit, no_snapshots(mode))
+        started = time.monotonic()
+        positions = task.open()
+        open_s = time.monotonic() - started
+        pump = TaskPump(task, positions)
+        try:
+            commits = feed(pump, last, timeout_for(batches), on_batches)
+            elapsed = time.monotonic() - started
+        finally:
+            pump.close()
+            task.close()
+        if not keep_topics:
+            delete_topics(settings, app)
+    rate, after_open = batches / elapsed, batches / max(elapsed - open_s, 1e-9)
+    return Throughput(
+        str(mode), group_commit, length, batches, commits, elapsed, rate, open_s, after_open
+    )
+
+
+def describe_diff(before: dict[bytes, bytes], after: dict[bytes, bytes]) -> str:
+    lost = sorted(before.keys() - after.keys())
+    extra = sorted(after.keys() - before.keys())
+    changed = sorted(k for k in before.keys() & after.keys() if before[k] != after[k])
+    lines = [
+        f"{len(before)} entries before the crash, {len(after)} after recovery: "
+        f"{len(lost)} lost, {len(extra)} extra, {len(changed)} different"
+    ]
+    for label, keys in (("lost", lost), ("extra", extra), ("different", changed)):
+        for k in keys[:5]:
+            lines.append(f"  {label}: {k!r}: {before.get(k)!r} -> {after.get(k)!r}")
+    return "\n".join(lines)
+
+
+def measure_recovery(
+    base: Settings,
+    mode: RecoveryMode,
+    length: int,
+    batches: int,
+    keep_topics: bool,
+    on_batches: Callable[[int], None],
+) -> Recovery:
+    policy = no_snapshots(mode)
+    with run_home(base) as settings:
+        app = new_app(mode, length, "rec")
+        last = load_batches(settings, app, batches, batch_size=1)
+        first = EngineTask(app, 0, settings, GROUP_ON, policy)
+        positions = first.open()
+        first.snapshot()  # of the empty state: recovery must replay all N batches
+        pump = TaskPump(first, positions)
+        started = time.monotonic()
+        try:
+            feed(pump, last, timeout_for(batches), on_batches)
+        except BaseException:
+            first.close()
+            raise
+        finally:
+            pump.close()
+        process_s = time.monotonic() - started
+        before = dict(first.store.scan(b""))
+        first.store.close()  # the crash: RocksDB is lost; Kafka and the snapshots survive
+        shutil.rmtree(first.state_dir)
+        del first
+
+        second = EngineTask(app, 0, settings, GROUP_ON, policy)
+        second.open()
+        try:
+            after = dict(second.store.scan(b""))
+            snapshots = second.snapshots.newest_first()
+        finally:
+            second.close()
+        if after != before:
+            sys.exit(
+                f"RECOVERY MISMATCH: {mode}, chain length {length}, N={batches}: the "
+                f"recovered state differs from the state before the crash\n"
+                f"{describe_diff(before, after)}"
+            )
+        if not snapshots or second.recovered_records <= 0:
+            sys.exit(
+                f"RECOVERY NOT MEASURED: {mode}, N={batches}: {len(snapshots)} snapshots, "
+                f"{second.recovered_records} log records replayed"
+            )
+        if not keep_topics:
+            delete_topics(settings, app)
+    return Recovery(
+        str(mode),
+        length,
+        batches,
+        process_s,
+        second.recovered_s,
+        second.recovered_records,
+        len(after),
+    )
+
+
+# --- the whole run ------------------------------------------------------------------------
+
+
+def progress_bar() -> Progress:
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+
+
+def run_throughput(
+    base: Settings, lengths: Sequence[int], batches: int, batches_off: int, keep_topics: bool
+) -> list[Throughput]:
+    results: list[Throughput] = []
+    configs = [(m, gc, n) for gc in (True, False) for m in MODES for n in lengths]
+    with progress_bar() as progress:
+        overall = progress.add_task("fig 8a configurations", total=len(configs))
+        for mode, gc, length in configs:
+            count = batches if gc else batches_off
+            label = f"{mode} gc={'on' if gc else 'off'} length={length}"
+            run = progress.add_task(label, total=count)
+            result = measure_throughput(
+                base, mode, gc, length, count, keep_topics, updater(progress, run)
+            )
+            progress.update(
+                run, completed=count, description=f"{label}: {result.batches_per_s:,.0f} batches/s"
+            )
+            progress.advance(overall)
+            results.append(result)
+    return results
+
+
+def run_recovery(
+    base: Settings, length: int, counts: Sequence[int], keep_topics: bool
+) -> list[Recovery]:
+    results: list[Recovery] = []
+    with progress_bar() as progress:
+        overall = progress.add_task("fig 8b configurations", total=len(counts) * len(MODES))
+        for n in counts:
+            for mode in MODES:
+                label = f"{mode} N={n:,}"
+                run = progress.add_task(label, total=n)
+                result = measure_recovery(
+                    base, mode, length, n, keep_topics, updater(progress, run)
+                )
+                progress.update(
+                    run, completed=n, description=f"{label}: recovered in {result.recovered_s:.2f}s"
+                )
+                progress.advance(overall)
+                results.append(result)
+    return results
+
+
+def updater(progress: Progress, task: TaskID) -> Callable[[int], None]:
+    def update(done: int) -> None:
+        progress.update(task, completed=done)
+
+    return update
+
+
+# --- figures and tables -------------------------------------------------------------------
+
+
+def plot_throughput(results: Sequence[Throughput], path: Path) -> None:
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    for gc in (True, False):
+        for mode in MODES:
+            rows = sorted(
+                (r for r in results if r.mode == mode and r.group_commit == gc),
+                key=lambda r: r.length,
+            )
+            if not rows:
+                continue
+            ax.plot(
+                [r.length for r in rows],
+                [r.batches_per_s for r in rows],
+                color=COLORS[mode],
+                linestyle="-" if gc else "--",
+                marker=MARKERS[mode],
+                markerfacecolor=COLORS[mode] if gc else "white",
+                label=f"{mode}, group commit {'on' if gc else 'off'}",
+            )
+    lengths = sorted({r.length for r in results})
+    ax.set_xticks(lengths)
+    # Group commit off is an order of magnitude slower: a log scale keeps both readable,
+    # with plain-number ticks at 1, 2 and 5 of each decade.
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:,.0f}"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_xlabel("chain length (procedures fused by PE triggers)")
+    ax.set_ylabel("throughput (batches/s, log scale)")
+    ax.set_title("Fig. 8a: throughput by recovery mode, 1 tuple per batch")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    fig.savefig(path, dpi=150)
+
+
+def plot_recovery(results: Sequence[Recovery], path: Path) -> None:
+    fig = Figure(figsize=(8, 5), layout="constrained")
+    ax = fig.subplots()
+    counts = sorted({r.batches for r in results})
+    width = 0.8 / len(MODES)
+    for i, mode in enumerate(MODES):
+        by_n = {r.batches: r for r in results if r.mode == mode}
+        xs = [j + (i - (len(MODES) - 1) / 2) * width for j, n in enumerate(counts) if n in by_n]
+        ys = [by_n[n].recovered_s for n in counts if n in by_n]
+        bars = ax.bar(xs, ys, width, color=COLORS[mode], label=str(mode))
+        ax.bar_label(bars, labels=[f"{y:.2f}s" for y in ys], fontsize="small", padding=2)
+    ax.set_xticks(range(len(counts)), [f"N = {n:,}" for n in counts])
+    length = results[0].length if results else 0
+    ax.set_xlabel(f"batches since the last snapshot (chain length {length})")
+    ax.set_ylabel("recovery time (s)")
+    ax.set_title("Fig. 8b: recovery time by recovery mode")
+    ax.margins(y=0.12)
+    ax.grid(True, axis="y", alpha=0.3)
+    ax.legend(fontsize="small")
+    fig.savefig(path, dpi=150)
+
+
+def tables(
+    throughput: Sequence[Throughput], recovery: Sequence[Recovery], meta: dict[str, Any]
+) -> str:
+    out = [
+        f"Date: {meta['date']}  ",
+        f"Command: `{meta['command']}`  ",
+        f"Machine: {machine_text(meta['machine'])}",
+        "",
+    ]
+    cols = [(m, gc) for gc in (True, False) for m in MODES]
+    head = [f"{m} GC {'on' if gc else 'off'}" for m, gc in cols]
+    out += [
+        "Fig. 8a, throughput (batches/s, 1 tuple per batch; "
+        f"GC on: {meta['batches']:,} batches, GC off: {meta['batches_off']:,})",
+        "",
+        "| chain length | " + " | ".join(head) + " |",
+        "|---:|" + "---:|" * len(cols),
+    ]
+    cell = {(r.mode, r.group_commit, r.length): r.batches_per_s for r in throughput}
+    for n in sorted({r.length for r in throughput}):
+        vals = [cell.get((str(m), gc, n)) for m, gc in cols]
+        out.append(f"| {n} | " + " | ".join("" if v is None else f"{v:,.0f}" for v in vals) + " |")
+    if throughput:
+        opens = [r.open_s for r in throughput]
+        out += [
+            "",
+            f"Each rate includes `task.open()` (fencing, restoring the empty state): "
+            f"{min(opens):.2f}-{max(opens):.2f} s per run; the JSON also has the rate after it.",
+        ]
+    counts = sorted({r.batches for r in recovery})
+    out += [
+        "",
+        f"Fig. 8b, recovery after N batches since the last snapshot (chain length "
+        f"{meta['recovery_length']}; seconds, and in brackets the log records replayed)",
+        "",
+        "| mode | " + " | ".join(f"N = {n:,}" for n in counts) + " |",
+        "|---|" + "---:|" * len(counts),
+    ]
+    rec = {(r.mode, r.batches): r for r in recovery}
+    for m in MODES:
+        row = [rec.get((str(m), n)) for n in counts]
+        out.append(
+            f"| {m} | "
+            + " | ".join(
+                "" if r is None else f"{r.recovered_s:.2f} s ({r.recovered_records:,})" for r in row
+            )
+            + " |"
+        )
+    return "\n".join(out)
+
+
+def ints(text: str) -> list[int]:
+    """An argparse type: positive integers separated by commas."""
+    try:
+        values = [int(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        values = []
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected positive integers separated by commas: {text}")
+    return values
+
+
+def positive(text: str) -> int:
+    """An argparse type: an integer >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected an integer >= 1: {text}")
+    return value
+
+
+def commas(values: Sequence[int]) -> str:
+    return ",".join(map(str, values))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--lengths", type=ints, help=f"chain lengths for 8a (default {commas(FULL.lengths)})"
+    )
+    parser.add_argument(
+        "--batches",
+        type=positive,
+        help=f"batches per 8a run, group commit on (default {FULL.batches})",
+    )
+    parser.add_argument(
+        "--batches-off",
+        type=positive,
+        help=f"batches per 8a run, group commit off (default {FULL.batches_off})",
+    )
+    parser.add_argument(
+        "--recovery-batches",
+        type=ints,
+        help=f"N values for 8b (default {commas(FULL.recovery_batches)})",
+    )
+    parser.add_argument("--recovery-length", type=positive, default=3, help="chain length for 8b")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"lengths {commas(QUICK.lengths)}; {QUICK.batches} / {QUICK.batches_off} batches; "
+        f"N = {commas(QUICK.recovery_batches)} (explicit options still win)",
+    )
+    parser.add_argument("--out", type=Path, default=ROOT / "docs/figures/recovery_bench.json")
+    parser.add_argument("--figures", type=Path, default=ROOT / "docs/figures")
+    parser.add_argument(
+        "--keep-topics", action="store_true", help="keep each configuration's topics on the broker"
+    )
+    args = parser.parse_args()
+    preset = QUICK if args.quick else FULL
+    lengths: list[int] = args.lengths or preset.lengths
+    batches: int = args.batches or preset.batches
+    batches_off: int = args.batches_off or preset.batches_off
+    counts: list[int] = args.recovery_batches or preset.recovery_batches
+
+    base = Settings()
+    meta: dict[str, Any] = {
+        "date": str(date.today()),
+        "command": command_text(),
+        "machine": machine(),
+        "kafka": base.bootstrap_servers,
+        "lengths": lengths,
+        "batches": batches,
+        "batches_off": batches_off,
+        "recovery_length": args.recovery_length,
+        "recovery_batches": counts,
+        "group_commit": asdict(GROUP_ON),
+    }
+    throughput = run_throughput(base, lengths, batches, batches_off, args.keep_topics)
+    recovery = run_recovery(base, args.recovery_length, counts, args.keep_topics)
+
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    document = {
+        **meta,
+        "throughput": [asdict(r) for r in throughput],
+        "recovery": [asdict(r) for r in recovery],
+    }
+    args.out.write_text(json.dumps(document, indent=2) + "\n")
+    args.figures.mkdir(parents=True, exist_ok=True)
+    plot_throughput(throughput, args.figures / "fig8a_throughput.png")
+    plot_recovery(recovery, args.figures / "fig8b_recovery.png")
+    print(tables(throughput, recovery, meta))
+    print(
+        f"\nwrote {args.out}, {args.figures / 'fig8a_throughput.png'} and "
+        f"{args.figures / 'fig8b_recovery.png'}",
+        file=sys.stderr,
+    )
+
+
+if __name__ == "__main__":
+    main()

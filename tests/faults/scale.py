@@ -1,0 +1,23 @@
+"""How hard the fault suite pushes: short in `make test`, long in `make faults`.
+
+Every run is seeded. A failing run names its seed in the test id; set
+`TXSTREAM_FAULT_SEED=<seed>` to run exactly that seed again.
+"""
+
+from __future__ import annotations
+
+import os
+
+LONG = os.environ.get("TXSTREAM_FAULTS", "short") == "long"
+
+
+def seeds(short: list[int], long: list[int]) -> list[int]:
+    """The seeds to run: one fixed seed, or the list for the current scale."""
+    fixed = os.environ.get("TXSTREAM_FAULT_SEED")
+    if fixed:
+        return [int(fixed)]
+    return long if LONG else short
+
+
+def scaled(short: int, long: int) -> int:
+    return long if LONG else short

@@ -1,0 +1,116 @@
+"""Damaged state directories: deleted or corrupted RocksDB, and a disk that fills up.
+
+RocksDB is a cache of the recovery log. A worker SIGKILLed at a seeded random batch gets
+its store damaged while it is down; the restarted worker must rebuild it (newest snapshot,
+then the changelog or the command log) and finish with the serial reference's result,
+each output batch exactly once.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import shutil
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import KafkaEnv
+from tests.faults.scale import scaled, seeds
+from tests.faults.worker_run import LeaderboardWorker
+from tests.kafka_reads import read_to_end
+from txstream.config import Settings
+from txstream.recovery.policy import RecoveryMode
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
+
+VOTES = scaled(3000, 12_000)
+
+
+@pytest.fixture
+def settings(kafka: KafkaEnv, tmp_path: Path) -> Settings:
+    return kafka.settings.model_copy(update={"home": tmp_path / "home"})
+
+
+def damage_store(store: Path, damage: str, rng: random.Random) -> str:
+    """Delete the store, or replace one of its vital files with garbage (a new inode, as a
+    bad write would leave it: snapshots hard-link the old one and stay intact)."""
+    if damage == "deleted":
+        shutil.rmtree(store)
+        return "deleted"
+    vital = ("CURRENT", "MANIFEST", ".sst")
+    files = sorted(p for p in store.iterdir() if p.name.startswith(vital) or p.suffix in vital)
+    victim = rng.choice(files)
+    garbage = rng.randbytes(max(victim.stat().st_size, 64))
+    tmp = victim.with_name(victim.name + ".garbage")
+    tmp.write_bytes(garbage)
+    tmp.rename(victim)
+    return victim.name
+
+
+def exactly_once(settings: Settings, app: str, last: int) -> None:
+    codec = BatchCodec(SchemaRegistry(settings.schema_dir).get("leaderboard.AcceptedVote"))
+    ids = sorted(
+        codec.decode(v).batch_id for _, v in read_to_end(settings, f"{app}.accepted_votes")
+    )
+    assert ids == list(range(1, last + 1)), "each batch exactly once on accepted_votes"
+
+
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("seed", seeds([5], [5, 6, 7]))
+@pytest.mark.parametrize("damage", ["deleted", "corrupted"])
+@pytest.mark.parametrize("mode", list(RecoveryMode), ids=str)
+def test_damaged_store_is_rebuilt_to_the_reference_result(
+    settings: Settings, tmp_path: Path, mode: RecoveryMode, damage: str, seed: int
+) -> None:
+    run = LeaderboardWorker(settings, tmp_path, mode, VOTES, seed)
+    first = run.start()
+    run.wait_for(first, run.rng.randrange(run.last // 3, run.last * 2 // 3))
+    first.kill()
+    what = damage_store(run.state_dir, damage, run.rng)
+
+    run.run_to_end()
+    log = run.log.read_text()
+    assert "starts from snapshot" in log or "rebuilding" in log, f"{what}: no rebuild seen"
+    run.check_result()
+    exactly_once(settings, run.app.name, run.last)
+
+
+@pytest.fixture
+def small_disk(tmp_path: Path) -> Iterator[Path]:
+    """A 4 MiB tmpfs; mounting needs root, as on the CI machine."""
+    if os.geteuid() != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    mount = tmp_path / "small"
+    mount.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], check=True)
+    try:
+        yield mount
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.timeout(600)
+def test_full_disk_fails_clearly_and_recovers_once_there_is_room(
+    settings: Settings, tmp_path: Path, small_disk: Path
+) -> None:
+    run = LeaderboardWorker(settings, tmp_path, RecoveryMode.CHANGELOG, VOTES, seed=9)
+    run.state_dir.parent.mkdir(parents=True)
+    (small_disk / "p0").mkdir()
+    run.state_dir.symlink_to(small_disk / "p0")
+    filler = small_disk / "filler"
+
+    def fill_the_disk() -> None:  # once the store is open: its first flush will not fit
+        subprocess.run(["dd", "if=/dev/zero", f"of={filler}", "bs=64k"], capture_output=True)
+
+    worker = run.start(before_load=fill_the_disk)
+    assert worker.proc.wait(180) != 0, "the worker must stop, not run on without its state"
+    log = run.log.read_text()
+    assert "No space left on device" in log and "p0" in log, log[-3000:]
+
+    filler.unlink()  # room again: the next worker recovers from what Kafka committed
+    run.run_to_end()
+    run.check_result()
+    exactly_once(settings, run.app.name, run.last)

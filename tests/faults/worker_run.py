@@ -1,0 +1,82 @@
+"""A leaderboard worker as a child process on inputs loaded up front, for state faults."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+
+from leaderboard.commits import recovered_tables, wait_for_batches
+from leaderboard.dataflow import Params, build_app
+from leaderboard.loader import Loader
+from leaderboard.results import result_document
+from leaderboard.votegen import write_votes_file
+from tests.integration.sequencer_driver import unique
+from tests.reference.leaderboard_ref import run_reference
+from tests.service_process import TXSTREAM, ServiceProcess
+from txstream.commit.topics import AppTopics
+from txstream.config import Settings
+from txstream.recovery.policy import RecoveryMode
+from txstream.stack.supervisor import Policy, Supervised
+
+PARAMS = Params(contestants=12, threshold=300, window=50, slide=5)
+
+
+class LeaderboardWorker:
+    """Inputs on Kafka, then `txstream worker run` incarnations over them."""
+
+    def __init__(self, settings: Settings, tmp: Path, mode: RecoveryMode, votes: int, seed: int):
+        self.settings, self.tmp = settings, tmp
+        self.votes = tmp / "votes.txt"
+        write_votes_file(self.votes, votes, contestants=PARAMS.contestants, seed=seed)
+        self.app = build_app(PARAMS, name=unique("lbfault"), recovery=mode)
+        self.commits = AppTopics(self.app.name).commits
+        self.loader = Loader(settings, self.app)
+        self.loader.load_reference_data()
+        self.last = 0
+        self.rng = random.Random(seed)
+        self.mode = mode
+        settings.log_dir.mkdir(parents=True, exist_ok=True)
+        self.log = settings.log_dir / "worker.log"  # where the supervisor writes it, too
+
+    @property
+    def state_dir(self) -> Path:
+        return self.settings.data_dir / "engines" / self.app.name / "p0"
+
+    def args(self) -> list[str]:
+        params = json.dumps({**asdict(PARAMS), "name": self.app.name, "recovery": str(self.mode)})
+        return ["worker", "run", "--app", "leaderboard.dataflow:from_params", "--params", params,
+                "--snapshot-every-batches", "300"]  # fmt: skip
+
+    def start(self, before_load: Callable[[], None] = lambda: None) -> ServiceProcess:
+        """The first incarnation, unsupervised, to be SIGKILLed by the test. As a user's
+        client would, it loads the votes once the reference data is committed."""
+        proc = ServiceProcess(self.settings, self.args(), self.log)
+        reference = {"contestant_rows": 1, "area_code_rows": 1}
+        wait_for_batches(self.settings, self.commits, reference, 120, proc.alive)
+        before_load()
+        self.last = self.loader.load_votes(self.votes, batch_size=1)
+        return proc
+
+    def wait_for(self, proc: ServiceProcess, batch: int, timeout_s: float = 180) -> None:
+        wait_for_batches(self.settings, self.commits, {"votes": batch}, timeout_s, proc.alive)
+
+    def run_to_end(self, timeout_s: float = 240) -> int:
+        """Supervised incarnations until every batch is committed; returns the restarts."""
+        worker = Supervised("worker", [TXSTREAM, *self.args()], self.settings,
+                            policy=Policy(max_restarts=20, window_s=60.0))  # fmt: skip
+        worker.start()
+        try:
+            alive = lambda: worker.supervisor.live_pid() is not None  # noqa: E731
+            wait_for_batches(self.settings, self.commits, {"votes": self.last}, timeout_s, alive)
+            return worker.restarts()
+        finally:
+            worker.stop()
+
+    def check_result(self) -> None:
+        expected = run_reference(self.votes, **asdict(PARAMS))
+        got = result_document(recovered_tables(self.settings, self.app))
+        wrong = {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
+        assert not wrong, f"result differs from the reference (got, expected): {wrong}"
