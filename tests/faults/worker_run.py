@@ -51,22 +51,30 @@ class LeaderboardWorker:
                 "--snapshot-every-batches", "300"]  # fmt: skip
 
     def start(self, before_load: Callable[[], None] = lambda: None) -> ServiceProcess:
-        """The first incarnation, unsupervised, to be SIGKILLed by the test. As a user's
-        client would, it loads the votes once the reference data is committed."""
+        """The first incarnation, unsupervised, to be SIGKILLed by the test."""
         proc = ServiceProcess(self.settings, self.args(), self.log)
+        self.load_votes(proc.alive, before_load)
+        return proc
+
+    def load_votes(
+        self, alive: Callable[[], bool], before_load: Callable[[], None] = lambda: None
+    ) -> None:
+        """As a user's client would: the votes, once the reference data is committed."""
         reference = {"contestant_rows": 1, "area_code_rows": 1}
-        wait_for_batches(self.settings, self.commits, reference, 120, proc.alive)
+        wait_for_batches(self.settings, self.commits, reference, 120, alive)
         before_load()
         self.last = self.loader.load_votes(self.votes, batch_size=1)
-        return proc
+
+    def supervised(self) -> Supervised:
+        return Supervised("worker", [TXSTREAM, *self.args()], self.settings,
+                          policy=Policy(max_restarts=20, window_s=60.0))  # fmt: skip
 
     def wait_for(self, proc: ServiceProcess, batch: int, timeout_s: float = 180) -> None:
         wait_for_batches(self.settings, self.commits, {"votes": batch}, timeout_s, proc.alive)
 
     def run_to_end(self, timeout_s: float = 240) -> int:
         """Supervised incarnations until every batch is committed; returns the restarts."""
-        worker = Supervised("worker", [TXSTREAM, *self.args()], self.settings,
-                            policy=Policy(max_restarts=20, window_s=60.0))  # fmt: skip
+        worker = self.supervised()
         worker.start()
         try:
             alive = lambda: worker.supervisor.live_pid() is not None  # noqa: E731
