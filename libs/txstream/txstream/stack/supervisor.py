@@ -341,7 +341,11 @@ class Supervised:
             "--",
             *self.argv,
         ]
-        return self.supervisor.spawn(argv, self.files.supervisor_log)
+        # the service talks to the broker these settings name, whatever the environment says
+        settings = self.files.settings
+        env = {**os.environ, "TXSTREAM_HOME": str(settings.home),
+               "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers}  # fmt: skip
+        return self.supervisor.spawn(argv, self.files.supervisor_log, env=env)
 
     def child_pid(self) -> int | None:
         return self.child.live_pid()
