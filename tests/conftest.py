@@ -6,6 +6,7 @@ otherwise one is started in a private home with free ports and stopped, by pid, 
 
 from __future__ import annotations
 
+import random
 import socket
 import uuid
 from collections.abc import Callable, Iterator
@@ -20,9 +21,23 @@ from txstream.stack.broker import KafkaBroker
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A free port below the kernel's ephemeral range.
+
+    An ephemeral port can be taken by any client's outgoing connection; worse, a client
+    retrying a dead broker on an ephemeral port can connect to itself (TCP self-connect)
+    and hold the port the restarted broker needs.
+    """
+    low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    rng = random.Random()
+    for _ in range(200):
+        port = rng.randrange(20_000, min(low, 32_768))
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port found below the ephemeral range")
 
 
 def private_settings(home: Path) -> Settings:
