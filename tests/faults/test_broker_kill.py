@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -18,8 +19,9 @@ from tests.conftest import private_settings
 from tests.faults.scale import scaled, seeds
 from tests.faults.test_state_faults import exactly_once
 from tests.faults.worker_run import LeaderboardWorker
+from txstream.config import Settings
 from txstream.recovery.policy import RecoveryMode
-from txstream.stack.broker import KafkaBroker
+from txstream.stack.broker import BrokerError, KafkaBroker
 from txstream.stack.process import wait_exit
 
 VOTES = scaled(4000, 12_000)
@@ -48,7 +50,7 @@ def test_sigkilled_broker_comes_back_and_nothing_is_lost_or_duplicated(
             assert pid is not None
             os.kill(pid, signal.SIGKILL)
             assert wait_exit(pid, 30), "the broker survived SIGKILL"
-            KafkaBroker(settings).start()
+            restart(settings)
             wait_for_batches(settings, run.commits, {"votes": run.last}, 300, alive)
         finally:
             worker.stop()
@@ -56,3 +58,17 @@ def test_sigkilled_broker_comes_back_and_nothing_is_lost_or_duplicated(
         exactly_once(settings, run.app.name, run.last)
     finally:
         broker.process.stop()
+
+
+def restart(settings: Settings, timeout_s: float = 60) -> None:
+    """Start the broker again once its ports are free: the dead broker's connections
+    linger in FIN_WAIT a moment after SIGKILL, and hold the listener's port until they go."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            KafkaBroker(settings).start()
+            return
+        except BrokerError as e:
+            if "in use" not in str(e) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.5)
