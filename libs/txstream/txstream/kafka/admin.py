@@ -43,6 +43,8 @@ _NOT_YET_LEADER = frozenset(
         KafkaError.NOT_LEADER_FOR_PARTITION,
         KafkaError.LEADER_NOT_AVAILABLE,
         KafkaError.UNKNOWN_TOPIC_OR_PART,
+        # a fresh broker's metadata can run ahead of the partition it is still opening
+        KafkaError.UNKNOWN_LEADER_EPOCH,
     }
 )
 
