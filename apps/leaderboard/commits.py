@@ -82,6 +82,6 @@ def recovered_tables(settings: Settings, app: App) -> dict[str, Any]:
     task = EngineTask(app, 0, settings)
     task.open()
     try:
-        return table_rows(task.codec, dict(task.store.scan(b"")))
+        return task.tables()
     finally:
         task.close()

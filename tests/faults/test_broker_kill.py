@@ -17,7 +17,6 @@ import pytest
 from leaderboard.commits import wait_for_batches
 from tests.conftest import private_settings
 from tests.faults.scale import scaled, seeds
-from tests.faults.test_state_faults import exactly_once
 from tests.faults.worker_run import LeaderboardWorker
 from txstream.config import Settings
 from txstream.recovery.policy import RecoveryMode
@@ -55,7 +54,7 @@ def test_sigkilled_broker_comes_back_and_nothing_is_lost_or_duplicated(
         finally:
             worker.stop()
         run.check_result()
-        exactly_once(settings, run.app.name, run.last)
+        run.check_exactly_once()
     finally:
         broker.process.stop()
 

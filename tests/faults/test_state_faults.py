@@ -21,11 +21,8 @@ import pytest
 from tests.conftest import KafkaEnv
 from tests.faults.scale import scaled, seeds
 from tests.faults.worker_run import LeaderboardWorker
-from tests.kafka_reads import read_to_end
 from txstream.config import Settings
 from txstream.recovery.policy import RecoveryMode
-from txstream.schemas.codec import BatchCodec
-from txstream.schemas.registry import SchemaRegistry
 
 VOTES = scaled(3000, 12_000)
 
@@ -51,14 +48,6 @@ def damage_store(store: Path, damage: str, rng: random.Random) -> str:
     return victim.name
 
 
-def exactly_once(settings: Settings, app: str, last: int) -> None:
-    codec = BatchCodec(SchemaRegistry(settings.schema_dir).get("leaderboard.AcceptedVote"))
-    ids = sorted(
-        codec.decode(v).batch_id for _, v in read_to_end(settings, f"{app}.accepted_votes")
-    )
-    assert ids == list(range(1, last + 1)), "each batch exactly once on accepted_votes"
-
-
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", seeds([5], [5, 6, 7]))
 @pytest.mark.parametrize("damage", ["deleted", "corrupted"])
@@ -78,7 +67,7 @@ def test_damaged_store_is_rebuilt_to_the_reference_result(
     rebuilt = "starts from snapshot" in log or max(replayed) > 0
     assert rebuilt, f"{what}: no incarnation rebuilt state from a snapshot or the log"
     run.check_result()
-    exactly_once(settings, run.app.name, run.last)
+    run.check_exactly_once()
 
 
 @pytest.fixture
@@ -116,4 +105,4 @@ def test_full_disk_fails_clearly_and_recovers_once_there_is_room(
     filler.unlink()  # room again: the next worker recovers from what Kafka committed
     run.run_to_end()
     run.check_result()
-    exactly_once(settings, run.app.name, run.last)
+    run.check_exactly_once()

@@ -14,11 +14,14 @@ from leaderboard.loader import Loader
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
 from tests.integration.sequencer_driver import unique
+from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
 from tests.service_process import TXSTREAM, ServiceProcess
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.recovery.policy import RecoveryMode
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.supervisor import Policy, Supervised
 
 PARAMS = Params(contestants=12, threshold=300, window=50, slide=5)
@@ -88,3 +91,10 @@ class LeaderboardWorker:
         got = result_document(recovered_tables(self.settings, self.app))
         wrong = {k: (got.get(k), v) for k, v in expected.items() if got.get(k) != v}
         assert not wrong, f"result differs from the reference (got, expected): {wrong}"
+
+    def check_exactly_once(self) -> None:
+        registry = SchemaRegistry(self.settings.schema_dir)
+        codec = BatchCodec(registry.get("leaderboard.AcceptedVote"))
+        topic = f"{self.app.name}.accepted_votes"
+        ids = sorted(codec.decode(v).batch_id for _, v in read_to_end(self.settings, topic))
+        assert ids == list(range(1, self.last + 1)), "each batch exactly once on accepted_votes"

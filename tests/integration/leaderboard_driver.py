@@ -10,7 +10,6 @@ from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
 from txstream.app import App
 from txstream.commit.pump import TaskPump
-from txstream.commit.state_codec import table_rows
 from txstream.commit.task import EngineTask
 from txstream.config import Settings
 
@@ -51,8 +50,3 @@ def feed(
     finally:
         pump.close()
     return done
-
-
-def committed_tables(task: EngineTask) -> dict[str, Any]:
-    entries = dict(task.store.scan(b""))
-    return table_rows(task.codec, entries)

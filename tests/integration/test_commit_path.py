@@ -11,7 +11,7 @@ from leaderboard.dataflow import Params
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv, private_settings
-from tests.integration.leaderboard_driver import committed_tables, drive, load_inputs, new_app
+from tests.integration.leaderboard_driver import drive, load_inputs, new_app
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
 from txstream.commit.committer import CommitError
@@ -46,7 +46,7 @@ def test_leaderboard_commits_exactly_once_and_survives_lost_state(
 
     task = EngineTask(app, 0, settings)
     assert drive(task, last) == last
-    got = result_document(committed_tables(task))
+    got = result_document(task.tables())
     task.close()
     assert got == {k: reference(votes)[k] for k in got}
 
@@ -61,7 +61,7 @@ def test_leaderboard_commits_exactly_once_and_survives_lost_state(
     shutil.rmtree(task.state_dir)
     rebuilt = EngineTask(app, 0, settings)
     rebuilt.open()
-    assert result_document(committed_tables(rebuilt)) == got
+    assert result_document(rebuilt.tables()) == got
     rebuilt.close()
 
 
@@ -85,7 +85,7 @@ def test_restart_resumes_at_committed_position_and_fences_the_zombie(
     with pytest.raises(CommitError):
         zombie.commit()
 
-    got = result_document(committed_tables(successor))
+    got = result_document(successor.tables())
     assert got == {k: reference(votes)[k] for k in got}
     registry = SchemaRegistry(settings.schema_dir)
     accepted = read_batch_ids(

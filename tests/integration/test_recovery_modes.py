@@ -20,7 +20,7 @@ from leaderboard.dataflow import build_app as build_leaderboard
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv
-from tests.integration.leaderboard_driver import committed_tables, drive, feed, load_inputs
+from tests.integration.leaderboard_driver import drive, feed, load_inputs
 from tests.kafka_reads import read_to_end
 from tests.reference.chain_ref import chain_totals
 from tests.reference.leaderboard_ref import run_reference
@@ -67,12 +67,12 @@ def test_chain_state_after_recovery_equals_state_before_crash(
     load_batches(settings, app, 1000, SIZE, SEED)
     first = task_for(app, settings, mode, gc=mode is not RecoveryMode.WEAK)
     assert drive(first, 1000, stream="s0") == 1000
-    before = committed_tables(first)
+    before = first.tables()
     crash(first)
 
     second = task_for(app, settings, mode)
     positions = second.open()
-    assert committed_tables(second) == before
+    assert second.tables() == before
     assert second.snapshots.newest_first(), "snapshots were taken"
     assert second.recovered_records > 0, "recovery replayed log records after the snapshot"
     if mode.logged:
@@ -81,7 +81,7 @@ def test_chain_state_after_recovery_equals_state_before_crash(
 
     load_batches(settings, app, 500, SIZE, SEED, first=1001)
     assert feed(second, positions, 1500, 120, "s0") == 1500
-    totals = {k: v for k, v in committed_tables(second)["totals"].items()}
+    totals = {k: v for k, v in second.tables()["totals"].items()}
     expected = chain_totals(LENGTH, 1500, SIZE, SEED, ABORT_EVERY)
     assert {(k[0], k[1]): v for k, v in totals.items()} == expected
     assert sorted(batch_ids(settings, app, "s1")) == list(range(1, 1501)), "exactly once"
@@ -102,14 +102,14 @@ def test_leaderboard_state_after_recovery_equals_state_before_crash(
     last = load_inputs(settings, app, votes, batch_size=1)
     first = task_for(app, settings, mode)
     assert drive(first, last) == last
-    before = committed_tables(first)
+    before = first.tables()
     crash(first)
 
     second = task_for(app, settings, mode)
     second.open()
-    assert committed_tables(second) == before
+    assert second.tables() == before
     assert second.recovered_records > 0, "recovery replayed log records after the snapshot"
     expected = run_reference(votes, **params)
-    got = result_document(committed_tables(second))
+    got = result_document(second.tables())
     assert {k: got[k] for k in expected} == expected
     second.close()

@@ -21,7 +21,7 @@ from txstream.app import App
 from txstream.commit.committed_state import CommittedState
 from txstream.commit.committer import GroupCommitter
 from txstream.commit.restore import restore
-from txstream.commit.state_codec import StateCodec
+from txstream.commit.state_codec import StateCodec, table_rows
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.engine.executor import PartitionEngine, position_key
@@ -150,6 +150,10 @@ class EngineTask:
             topic: self.engine.sys_value(position_key(topic, self.partition)) or 0
             for topic in self.stream_of_topic
         }
+
+    def tables(self) -> dict[str, Any]:
+        """The committed state in RocksDB as plain tables: {table: {key: row}}."""
+        return table_rows(self.codec, dict(self.store.scan(b"")))
 
     def handle(self, topic: str, offset: int, value: bytes | None) -> None:
         """Process one input record; a record before the current position is a redelivery."""
