@@ -9,6 +9,7 @@ def validate(ctx, batch): ...
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -25,13 +26,15 @@ from txstream.model.declarations import (
     SlideTrigger,
     Stream,
     Table,
+    Transaction,
+    TransactionFn,
     Window,
 )
 from txstream.model.errors import DataflowError
 from txstream.recovery.policy import RecoveryMode
 
 F = TypeVar("F", bound=Callable[..., Any])
-T = TypeVar("T", Stream, Table, Window, Procedure, NestedTransaction)
+T = TypeVar("T", Stream, Table, Window, Procedure, NestedTransaction, Transaction)
 
 
 def _name(x: str | Stream | Table | Window | Procedure) -> str:
@@ -109,6 +112,18 @@ class App:
 
         return register
 
+    def transaction(self, name: str | None = None) -> Callable[[TransactionFn], TransactionFn]:
+        """Register an OLTP procedure `fn(ctx, params) -> result`, callable by clients.
+
+        A call names a key; the partition engine owning that key runs it between TEs. A
+        call spanning partitions runs each fragment in its engine under 2PC."""
+
+        def register(fn: TransactionFn) -> TransactionFn:
+            self._add(self.decl.transactions, Transaction(name or fn.__name__, fn), "transaction")
+            return fn
+
+        return register
+
     def nested(self, name: str, procedures: Iterable[str | Callable[..., Any]]) -> None:
         """Group procedures into one nested transaction per batch."""
         names = tuple(p if isinstance(p, str) else p.__name__ for p in procedures)
@@ -144,4 +159,23 @@ class App:
         return item
 
 
-__all__ = ["App", "Record"]
+class AppLoadError(ValueError):
+    """The --app spec does not name a factory that returns an App."""
+
+
+def load_app(spec: str, params: Mapping[str, Any]) -> App:
+    """`package.module:factory`, called with the app parameters."""
+    module_name, _, attr = spec.partition(":")
+    if not module_name or not attr:
+        raise AppLoadError(f"--app {spec!r}: expected 'module:factory'")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as e:
+        raise AppLoadError(f"--app {spec!r}: {e}") from e
+    application = factory(dict(params))
+    if not isinstance(application, App):
+        raise AppLoadError(f"--app {spec!r} returned {type(application).__name__}, not an App")
+    return application
+
+
+__all__ = ["App", "AppLoadError", "Record", "load_app"]

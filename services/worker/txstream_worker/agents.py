@@ -23,6 +23,7 @@ from txstream_worker.host import EngineHost, fail
 from txstream_worker.transport import SCHEME
 
 Agent = Callable[[Any], Coroutine[Any, Any, None]]
+OLTP_WAIT_S = 0.002
 
 
 def broker_urls(bootstrap_servers: str) -> str:
@@ -63,10 +64,17 @@ def faust_app(
     host = EngineHost(app, settings, policy, recovery)
     fapp.txstream_engines = host
     topics = AppTopics(app.name)
-    for stream in app.dataflow().border_streams:
-        topic = fapp.topic(topics.stream(stream), key_type=bytes, value_type=bytes,
+    # Batches are taken in runs as long as a group commit; OLTP messages at once, since a
+    # client (or a 2PC participant holding locks) waits on each.
+    batch_wait_s = max(policy.interval_ms, 1) / 1000
+    inputs = {f"chain-{s}": (topics.stream(s), batch_wait_s) for s in app.dataflow().border_streams}
+    if app.decl.transactions:
+        inputs["oltp-requests"] = (topics.requests, OLTP_WAIT_S)
+        inputs["oltp-decisions"] = (topics.decisions, OLTP_WAIT_S)
+    for name, (topic_name, within_s) in inputs.items():
+        topic = fapp.topic(topic_name, key_type=bytes, value_type=bytes,
                            key_serializer="raw", value_serializer="raw")  # fmt: skip
-        fapp.agent(topic, name=f"chain-{stream}")(_chain(host, policy))
+        fapp.agent(topic, name=name)(_chain(host, policy.max_batches, within_s))
 
     # Faust signal receivers: (sender, *payload, signal=..., **kwargs).
     async def on_assigned(sender: Any, /, *payload: Any, signal: Any, **kwargs: Any) -> None:
@@ -88,11 +96,9 @@ def faust_app(
     return fapp
 
 
-def _chain(host: EngineHost, policy: CommitPolicy) -> Agent:
+def _chain(host: EngineHost, max_records: int, within_s: float) -> Agent:
     async def chain(stream: Any) -> None:
-        events: AsyncIterator[list[Any]] = stream.take_events(
-            policy.max_batches, within=max(policy.interval_ms, 1) / 1000
-        )
+        events: AsyncIterator[list[Any]] = stream.take_events(max_records, within=within_s)
         try:
             async for delivered in events:
                 runs: dict[int, list[tuple[str, int, bytes | None]]] = defaultdict(list)

@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-import importlib
 import json
 import logging
-from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
 
 import faust
 import typer
 
-from txstream.app import App
+from txstream.app import load_app
 from txstream.commit.task import CommitPolicy
 from txstream.commit.topics import AppTopics, ensure_topics
 from txstream.config import Settings
@@ -21,25 +18,6 @@ from txstream.recovery.policy import RecoveryMode, RecoveryPolicy
 from txstream_worker.agents import faust_app
 
 app = typer.Typer(help="Run dataflow apps.", no_args_is_help=True)
-
-
-class AppLoadError(ValueError):
-    """The --app spec does not name a factory that returns an App."""
-
-
-def load_app(spec: str, params: Mapping[str, Any]) -> App:
-    """`package.module:factory`, called with the app parameters."""
-    module_name, _, attr = spec.partition(":")
-    if not module_name or not attr:
-        raise AppLoadError(f"--app {spec!r}: expected 'module:factory'")
-    try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise AppLoadError(f"--app {spec!r}: {e}") from e
-    application = factory(dict(params))
-    if not isinstance(application, App):
-        raise AppLoadError(f"--app {spec!r} returned {type(application).__name__}, not an App")
-    return application
 
 
 @app.command()
@@ -84,6 +62,7 @@ def run(
         AppTopics(application.name),
         application.decl.streams,
         partitions=settings.kafka_partitions,
+        oltp=bool(application.decl.transactions),
     )
     fapp = faust_app(application, settings, policy, recovery_policy, instance_id)
     logging.getLogger("txstream").setLevel(loglevel.upper().replace("WARN", "WARNING"))

@@ -55,6 +55,8 @@ class EngineHost:
         self.recovery = recovery
         topics = AppTopics(app.name)
         self.topics = {topics.stream(s) for s in app.dataflow().border_streams}
+        if app.decl.transactions:
+            self.topics |= {topics.requests, topics.decisions}
         self.engines: dict[int, _Engine] = {}
 
     def serves(self, topic: str) -> bool:
@@ -65,7 +67,7 @@ class EngineHost:
         positions: dict[TP, int] = {}
         for tp in tps:
             engine = await self._opened(tp.partition)
-            positions[tp] = engine.task.positions()[tp.topic]
+            positions[tp] = engine.task.rewind()[tp.topic]
             log.info("resuming %s partition %d at offset %d", tp.topic, tp.partition, positions[tp])
         return positions
 
@@ -100,6 +102,7 @@ class EngineHost:
             if engine.opened is None or not engine.opened.done():
                 continue
             async with engine.lock:
+                engine.task.tick()
                 if force or engine.task.commit_due():
                     await self._commit(engine)
 
@@ -127,15 +130,21 @@ class EngineHost:
     async def _opened(self, partition: int) -> _Engine:
         engine = self._start_opening(partition)
         assert engine.opened is not None
-        await engine.opened
+        # Shielded: Faust cancels a seek when a new rebalance starts, and a cancelled
+        # open would leave its store open (and locked) in a thread nobody closes.
+        await asyncio.shield(engine.opened)
         return engine
 
     async def _close(self, partition: int) -> None:
+        """Commit and close; an engine still opening is closed once open, or its store
+        stays locked and the worker that now owns the partition cannot open it."""
         engine = self.engines.pop(partition)
-        if engine.opened is not None and engine.opened.done():
-            async with engine.lock:
-                await self._commit(engine)
-                await engine.call(engine.task.close)
+        if engine.opened is not None:
+            await asyncio.wait([engine.opened])
+            if engine.opened.exception() is None:
+                async with engine.lock:
+                    await self._commit(engine)
+                    await engine.call(engine.task.close)
         engine.thread.shutdown(wait=False)
 
 

@@ -6,7 +6,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from txstream.cli import consume, produce, schemas, stack, supervise, topics
+from txstream.cli import consume, oltp, produce, schemas, stack, supervise, topics
 
 app = typer.Typer(
     name="txstream",
@@ -19,6 +19,8 @@ app.add_typer(topics.app, name="topics")
 app.add_typer(schemas.app, name="schemas")
 app.command()(produce.produce)
 app.command()(consume.consume)
+app.command()(oltp.call)
+app.command()(oltp.query)
 app.add_typer(supervise.app)  # merged: `txstream supervise`
 
 # Services and applications add their own command groups (`txstream worker`,

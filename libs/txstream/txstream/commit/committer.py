@@ -27,6 +27,7 @@ from txstream.commit.state_codec import StateCodec
 from txstream.commit.topics import AppTopics
 from txstream.engine.executor import Group
 from txstream.kafka.clients import send
+from txstream.oltp.messages import Wire
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
@@ -48,6 +49,7 @@ class GroupCommitter:
         abort_schema: Schema,
         notice_schema: Schema,
         log_codec: CommandLogCodec | None = None,
+        wire: Wire | None = None,
     ) -> None:
         self.producer = producer
         self.topics = topics
@@ -58,6 +60,7 @@ class GroupCommitter:
         self.abort_schema = abort_schema
         self.notice_schema = notice_schema
         self.log_codec = log_codec
+        self.wire = wire
         self._last_log_offset = -1
         self._errors: list[KafkaError] = []
 
@@ -93,6 +96,11 @@ class GroupCommitter:
         else:
             logged = self.log_codec.encode(group.journal, positions)
             self._send(self.topics.command_log, logged, partition=p, track=True)
+        if group.replies:
+            if self.wire is None:
+                raise CommitError("the group holds OLTP replies but the committer has no codec")
+            for reply in group.replies:
+                self._send(self.topics.replies, self.wire.encode(reply), partition=0)
         for a in group.aborts:
             record = {"app": self.topics.app, **vars(a)}
             self._send(self.topics.aborts, encode_record(self.abort_schema, record), partition=p)

@@ -38,6 +38,7 @@ class TaskPump:
                 self.task.handle(topic, msg.offset() or 0, msg.value())
                 if self.task.commit_due():
                     commits.append(self.task.commit())
+        self.task.tick()
         if self.task.commit_due():
             commits.append(self.task.commit())
         return commits

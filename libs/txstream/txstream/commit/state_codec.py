@@ -15,6 +15,7 @@ from fastavro.types import Schema
 
 from txstream.engine import windows as win
 from txstream.engine.executor import SYS_TABLE
+from txstream.engine.transactions import PREPARED_TABLE
 from txstream.engine.writeset import TOMBSTONE, WriteSet
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Record
@@ -32,6 +33,22 @@ SYS_SCHEMA = parse_schema(
     }
 )
 
+PREPARED_SCHEMA = parse_schema(
+    {
+        "type": "record",
+        "name": "PreparedTxn",
+        "namespace": "txstream",
+        "doc": "A 2PC participant's held write set, durable until the decision arrives.",
+        "fields": [
+            {"name": "epoch", "type": "long"},
+            {"name": "writes", "type": "string"},
+            {"name": "request_id", "type": "string"},
+            {"name": "reply_to", "type": "string"},
+            {"name": "results", "type": "string"},
+        ],
+    }
+)
+
 
 def _record(schema: Schema) -> dict[str, Any]:
     if not isinstance(schema, dict):
@@ -46,6 +63,7 @@ class StateCodec:
             t.name: registry.get(t.schema) for t in decl.tables.values()
         }
         self.tables[SYS_TABLE] = SYS_SCHEMA
+        self.tables[PREPARED_TABLE] = PREPARED_SCHEMA
         self.windows: dict[str, Schema] = {
             w.name: parse_schema(win.state_schema(_record(registry.get(w.schema))))
             for w in decl.windows.values()

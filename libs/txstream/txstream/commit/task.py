@@ -11,12 +11,15 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
+from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
+from txstream import failpoints
 from txstream.app import App
 from txstream.commit.committed_state import CommittedState
 from txstream.commit.committer import GroupCommitter
@@ -27,6 +30,8 @@ from txstream.config import Settings
 from txstream.engine.executor import PartitionEngine, position_key
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import transactional_producer_config
+from txstream.model.errors import DataflowError
+from txstream.oltp.messages import Decision, EngineRequest, Wire
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.recovery.replay import replay
@@ -34,9 +39,16 @@ from txstream.recovery.snapshots import Snapshots
 from txstream.recovery.sources import BorderSources
 from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
-from txstream.state.store import StateStore, StateStoreCorruption, StateStoreError
+from txstream.state.store import (
+    StateStore,
+    StateStoreCorruption,
+    StateStoreError,
+    StateStoreLocked,
+)
 
 log = logging.getLogger(__name__)
+
+STORE_LOCK_WAIT_S = 60.0
 
 
 @dataclass(frozen=True)
@@ -79,6 +91,12 @@ class EngineTask:
         self.dataflow = app.dataflow()
         registry = SchemaRegistry(settings.schema_dir)
         mode = self.recovery.mode
+        self.oltp = bool(app.decl.transactions)
+        if self.oltp and mode.logged:
+            raise DataflowError(
+                f"app {app.name!r} registers OLTP transactions, which the {mode} command log "
+                "does not record yet: use recovery='changelog'"
+            )
         self.log_codec = (
             CommandLogCodec(registry, app.name, partition, mode) if mode.logged else None
         )
@@ -92,6 +110,12 @@ class EngineTask:
             s.name: BatchCodec(registry.get(s.schema)) for s in self.dataflow.decl.streams.values()
         }
         self.stream_of_topic = {self.topics.stream(s): s for s in self.dataflow.border_streams}
+        self.wire = Wire(registry)
+        self.input_topics = list(self.stream_of_topic)
+        if self.oltp:
+            self.input_topics += [self.topics.requests, self.topics.decisions]
+        # Inputs that arrive while a 2PC participant is blocked, in arrival order.
+        self._deferred: deque[tuple[str, int, bytes | None]] = deque()
         self._abort_schema = registry.get("txstream.AbortRecord")
         self._notice_schema = registry.get("txstream.CommitNotice")
         self._group_started = 0.0
@@ -140,16 +164,23 @@ class EngineTask:
             self._abort_schema,
             self._notice_schema,
             self.log_codec,
+            self.wire,
         )
-        self._next_offsets = self.positions()
-        return dict(self._next_offsets)
+        self.engine.transactions.load()
+        return self.rewind()
 
     def positions(self) -> dict[str, int]:
         """{input topic: next offset to read}, as of the last processed record."""
         return {
             topic: self.engine.sys_value(position_key(topic, self.partition)) or 0
-            for topic in self.stream_of_topic
+            for topic in self.input_topics
         }
+
+    def rewind(self) -> dict[str, int]:
+        """The consumer is about to seek to `positions()`: forget records received past them."""
+        self._deferred.clear()
+        self._received = self.positions()
+        return dict(self._received)
 
     def tables(self) -> dict[str, Any]:
         """The committed state in RocksDB as plain tables: {table: {key: row}}."""
@@ -164,35 +195,80 @@ class EngineTask:
             raise
 
     def _handle(self, topic: str, offset: int, value: bytes | None) -> None:
-        if offset < self._next_offsets[topic]:
+        if offset < self._received[topic]:
             return
-        self._next_offsets[topic] = offset + 1
+        self._received[topic] = offset + 1
+        if not self.engine.group.ws.tables and not self.engine.group.replies:
+            self._group_started = time.monotonic()
+        if topic == self.topics.decisions:
+            self._process(topic, offset, value)
+            while self._deferred and self._process(*self._deferred[0]):
+                self._deferred.popleft()
+        elif self._deferred or not self._process(topic, offset, value):
+            self._deferred.append((topic, offset, value))
+
+    def _process(self, topic: str, offset: int, value: bytes | None) -> bool:
+        """Process one record; False if it must wait for a 2PC decision (nothing applied)."""
+        if topic == self.topics.requests or topic == self.topics.decisions:
+            return self._oltp(topic, offset, value)
+        if self.engine.transactions.blocked:
+            return False  # TEs are not checked row by row: they wait for every decision
         stream = self.stream_of_topic[topic]
         source = (topic, self.partition, offset)
-        if not self.engine.group.ws.tables and not self.engine.group.outputs:
-            self._group_started = time.monotonic()
         try:
             if value is None:
                 raise BatchDecodeError("empty record value")
             batch = self.batch_codecs[stream].decode(value)
         except BatchDecodeError as e:
             self.engine.reject(stream, source, "undecodable", str(e))
-            return
+            return True
         self.engine.process(stream, batch.batch_id, batch.tuples, source)
+        return True
+
+    def _oltp(self, topic: str, offset: int, value: bytes | None) -> bool:
+        """A coordinator request or decision; one that cannot be decoded is moved past."""
+        try:
+            if value is None:
+                raise ValueError("empty record value")
+            if topic == self.topics.decisions:
+                self.engine.transactions.decide(self.wire.decode(Decision, value))
+            elif not self.engine.transactions.request(self.wire.decode(EngineRequest, value)):
+                return False
+        except (ValueError, TypeError, EOFError, KeyError) as e:
+            self.engine.reject(topic, (topic, self.partition, offset), "undecodable", str(e))
+            return True
+        self.engine.set_position(topic, offset + 1)
+        return True
+
+    def tick(self, inquire_every_s: float = 3.0) -> None:
+        """Time passes: a participant blocked on a 2PC decision asks for it again."""
+        if self.engine.transactions.reinquire(inquire_every_s):
+            self._group_started = time.monotonic()
+
+    @property
+    def blocked(self) -> bool:
+        return self.engine.transactions.blocked
 
     def commit_due(self) -> bool:
         group = self.engine.group
-        if not group.ws.tables:
+        if not group.ws.tables and not group.replies:
             return False
         elapsed_ms = (time.monotonic() - self._group_started) * 1000
-        return group.batches >= self.policy.max_batches or elapsed_ms >= self.policy.interval_ms
+        return (
+            group.urgent
+            or group.batches >= self.policy.max_batches
+            or elapsed_ms >= self.policy.interval_ms
+        )
 
     def commit(self) -> dict[str, Any]:
         """Commit the pending group, if any; returns its counts for metrics and progress."""
+        positions = self.positions()
         group = self.engine.take_group()
-        if not group.ws.tables:
+        if not group.ws.tables and not group.replies:
             return {"batches": 0}
-        self.committer.commit(group, self._next_offsets)
+        self.committer.commit(group, positions)
+        if any(r.kind == "vote" for r in group.replies):
+            failpoints.hit("engine.after_vote")
         self._since_snapshot += group.batches
         if self._snapshot_due():
             self.snapshot()
@@ -232,11 +308,23 @@ class EngineTask:
             self.store.close()
         StateStore.wipe(self.state_dir)
 
+    def _open_when_free(self) -> StateStore:
+        """Open the store, waiting (bounded) while the engine that had this partition
+        before a rebalance, in another worker on this host, has not closed it yet."""
+        retrying = Retrying(
+            retry=retry_if_exception_type(StateStoreLocked),
+            stop=stop_after_delay(STORE_LOCK_WAIT_S),
+            wait=wait_exponential(multiplier=0.05, max=1.0),
+            before_sleep=lambda s: log.info("p%d: store still locked, waiting", self.partition),
+            reraise=True,
+        )
+        return retrying(StateStore.open, self.state_dir)
+
     def _open_store(self) -> StateStore:
         """The most advanced usable base: RocksDB as it stands, or the newest snapshot ahead
         of it. A corrupt store or snapshot is only a cache of the log: drop it and go on."""
         try:
-            store = StateStore.open(self.state_dir)
+            store = self._open_when_free()
         except StateStoreCorruption as e:
             log.warning("state store unusable (%s); rebuilding it", e)
             StateStore.wipe(self.state_dir)

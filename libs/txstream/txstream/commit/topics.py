@@ -35,24 +35,68 @@ class AppTopics:
         """Commit notices: what each engine has committed, for waiting clients and gating."""
         return f"{self.app}.commits"
 
+    @property
+    def requests(self) -> str:
+        """OLTP: coordinator to engine p (run, prepare, read), in the coordinator's order."""
+        return f"{self.app}.requests"
+
+    @property
+    def decisions(self) -> str:
+        """2PC decisions to engine p; a separate topic, so a blocked engine still reads them."""
+        return f"{self.app}.decisions"
+
+    @property
+    def replies(self) -> str:
+        """Engines to the coordinator: results, votes, acks and rows (one partition)."""
+        return f"{self.app}.replies"
+
+    @property
+    def oltp_in(self) -> str:
+        """Clients to the coordinator: transactions and queries (one partition)."""
+        return f"{self.app}.oltp.in"
+
+    @property
+    def oltp_out(self) -> str:
+        """The coordinator to clients: one TxnResult per request (one partition)."""
+        return f"{self.app}.oltp.out"
+
+    @property
+    def coordinator_log(self) -> str:
+        """The coordinator's durable 2PC log (one partition, kept)."""
+        return f"{self.app}.coordinator"
+
     def transactional_id(self, partition: int) -> str:
         """Stable per partition engine, so a restarted engine fences its zombie."""
         return f"txstream-{self.app}-engine-{partition}"
 
 
 def ensure_topics(
-    admin: TopicAdmin, topics: AppTopics, streams: Iterable[str], partitions: int
+    admin: TopicAdmin,
+    topics: AppTopics,
+    streams: Iterable[str],
+    partitions: int,
+    oltp: bool = False,
 ) -> None:
-    """Create every topic the app needs that does not exist yet (idempotent)."""
+    """Create every topic the app needs that does not exist yet (idempotent); `oltp` adds
+    the coordinator's topics, for apps that register transactions."""
     compacted = {"cleanup.policy": "compact"}
-    wanted: dict[str, dict[str, str]] = {topics.stream(s): {} for s in streams}
-    wanted[topics.changelog] = compacted
-    wanted[topics.command_log] = {"retention.ms": "-1", "retention.bytes": "-1"}
-    wanted[topics.aborts] = {}
-    wanted[topics.commits] = {}
+    kept = {"retention.ms": "-1", "retention.bytes": "-1"}
+    wanted: dict[str, tuple[int, dict[str, str]]] = {
+        topics.stream(s): (partitions, {}) for s in streams
+    }
+    wanted[topics.changelog] = (partitions, compacted)
+    wanted[topics.command_log] = (partitions, kept)
+    wanted[topics.aborts] = (partitions, {})
+    wanted[topics.commits] = (partitions, {})
+    if oltp:
+        wanted[topics.requests] = (partitions, {})
+        wanted[topics.decisions] = (partitions, {})
+        for single in (topics.replies, topics.oltp_in, topics.oltp_out):
+            wanted[single] = (1, {})
+        wanted[topics.coordinator_log] = (1, kept)
     existing = set(admin.list_topics())
-    for name, config in wanted.items():
+    for name, (count, config) in wanted.items():
         if name in existing:
             continue
         with contextlib.suppress(TopicExistsError):  # made meanwhile by another worker: fine
-            admin.create_topic(name, partitions=partitions, config=config)
+            admin.create_topic(name, partitions=count, config=config)

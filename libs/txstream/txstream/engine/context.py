@@ -16,6 +16,9 @@ from txstream.model.declarations import Key, Procedure, Record, Table, Window
 from txstream.model.errors import ConstraintViolation, DataflowError, TxnAbort
 
 SlideHook = Callable[["TxnContext", str, int], None]
+# Called before each table access with (table, key), or (table, None) for a scan; raises
+# to stop a transaction that would touch rows a prepared 2PC transaction holds.
+Guard = Callable[[str, Key | None], None]
 
 
 def as_key(key: Key | int | str) -> Key:
@@ -32,10 +35,13 @@ class TableView:
         self._table = table
 
     def get(self, key: Key | int | str) -> Record | None:
-        return read(self._ctx.ws, self._ctx.base, self._table.name, as_key(key))
+        k = as_key(key)
+        self._ctx.check(self._table.name, k)
+        return read(self._ctx.ws, self._ctx.base, self._table.name, k)
 
     def put(self, key: Key | int | str, value: Record) -> None:
         k = as_key(key)
+        self._ctx.check(self._table.name, k)
         for c in self._table.constraints:
             if not c.check(value):
                 raise ConstraintViolation(self._table.name, c.name, k)
@@ -43,10 +49,13 @@ class TableView:
         self._ctx.fire_insert(self._table.name, value)
 
     def delete(self, key: Key | int | str) -> None:
-        self._ctx.ws.put(self._table.name, as_key(key), TOMBSTONE)
+        k = as_key(key)
+        self._ctx.check(self._table.name, k)
+        self._ctx.ws.put(self._table.name, k, TOMBSTONE)
 
     def scan(self, prefix: Key | int | str = ()) -> Iterator[tuple[Key, Record]]:
         """Rows whose key starts with `prefix`, in key order (materialized; safe to write)."""
+        self._ctx.check(self._table.name, None)
         return iter(list(scan(self._ctx.ws, self._ctx.base, self._table.name, as_key(prefix))))
 
 
@@ -92,6 +101,7 @@ class TxnContext:
         params: Mapping[str, Any],
         insert_triggers: Mapping[str, list[Callable[[TxnContext, Record], None]]],
         on_slide: SlideHook,
+        guard: Guard | None = None,
     ) -> None:
         self.procedure = procedure
         self.batch_id = batch_id
@@ -103,6 +113,11 @@ class TxnContext:
         self._windows = windows
         self._insert_triggers = insert_triggers
         self._on_slide = on_slide
+        self._guard = guard
+
+    def check(self, table: str, key: Key | None) -> None:
+        if self._guard is not None:
+            self._guard(table, key)
 
     def table(self, name: str) -> TableView:
         t = self._tables.get(name)

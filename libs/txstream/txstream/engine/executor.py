@@ -20,11 +20,13 @@ from enum import StrEnum
 from typing import Any
 
 from txstream.engine.context import TxnContext
+from txstream.engine.transactions import Transactions
 from txstream.engine.writeset import Base as Base
 from txstream.engine.writeset import WriteSet, read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import NestedTransaction, Procedure, Record
 from txstream.model.errors import StateUnavailable, TxnAbort
+from txstream.oltp.messages import EngineReply
 
 SYS_TABLE = "__sys__"
 
@@ -78,6 +80,8 @@ class Group:
     first_batch_ids: dict[str, int] = field(default_factory=dict)
     last_batch_ids: dict[str, int] = field(default_factory=dict)
     journal: list[JournalEntry] = field(default_factory=list)
+    replies: list[EngineReply] = field(default_factory=list)  # OLTP, to the coordinator
+    urgent: bool = False  # a 2PC vote waits in it: commit now, the partition is blocked
 
 
 class Outcome(StrEnum):
@@ -130,6 +134,7 @@ class PartitionEngine:
         self.triggers = True
         self.pending: dict[tuple[str, int], Sequence[Record]] = {}
         self._source: tuple[str, str, int] | None = None  # (stream, topic, offset) in hand
+        self.transactions = Transactions(self)
 
     def take_group(self) -> Group:
         """Hand the accumulated group to the commit path and start a new one."""
@@ -192,8 +197,11 @@ class PartitionEngine:
                 if (proc.name, stream, batch_id) not in done:
                     self._dispatch(self.group.ws, proc, stream, batch_id, tuples)
 
+    def set_sys(self, key: tuple[str, str, int], value: int) -> None:
+        self.group.ws.put(SYS_TABLE, key, {"value": value})
+
     def set_position(self, topic: str, next_offset: int) -> None:
-        self.group.ws.put(SYS_TABLE, position_key(topic, self.partition), {"value": next_offset})
+        self.set_sys(position_key(topic, self.partition), next_offset)
 
     def reject(self, stream: str, source: tuple[str, int, int], reason: str, error: str) -> None:
         """An input record that is not a batch at all: record why, and move past it."""

@@ -14,6 +14,7 @@ if TYPE_CHECKING:
 Record = dict[str, Any]
 Key = tuple[int | str, ...]
 ProcedureFn = Callable[["TxnContext", Sequence[Record]], None]
+TransactionFn = Callable[["TxnContext", Record], Any]
 Check = Callable[[Record], bool]
 
 
@@ -73,6 +74,16 @@ class Procedure:
 
 
 @dataclass(frozen=True)
+class Transaction:
+    """A registered OLTP procedure: called with parameters, returns a JSON-able result.
+
+    It runs in the partition engine that owns the key it was called with, between TEs."""
+
+    name: str
+    fn: TransactionFn
+
+
+@dataclass(frozen=True)
 class NestedTransaction:
     """Procedures that run per batch as one unit: nothing interleaves, all commit or none."""
 
@@ -89,6 +100,7 @@ class Declarations:
     windows: dict[str, Window] = field(default_factory=dict)
     procedures: dict[str, Procedure] = field(default_factory=dict)
     nested: dict[str, NestedTransaction] = field(default_factory=dict)
+    transactions: dict[str, Transaction] = field(default_factory=dict)
     slide_triggers: dict[str, list[SlideTrigger]] = field(default_factory=dict)
     insert_triggers: dict[str, list[Callable[[TxnContext, Record], None]]] = field(
         default_factory=dict

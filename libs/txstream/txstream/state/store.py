@@ -55,9 +55,16 @@ class StateStoreCorruption(StateStoreError):
     """
 
 
+class StateStoreLocked(StateStoreError):
+    """Another engine on this host still holds the store, e.g. one handing the partition
+    over in a rebalance: waiting helps, wiping would not."""
+
+
 def _failure(path: Path, exc: Exception) -> StateStoreError:
     # rocksdict raises bare Exception carrying RocksDB's status text; its prefix is the code.
     text = str(exc)
+    if "lock file" in text or "LOCK" in text:
+        return StateStoreLocked(path, text)
     damaged = text.startswith("Corruption:") or "No such file or directory" in text
     return (StateStoreCorruption if damaged else StateStoreError)(path, text)
 

@@ -1,0 +1,349 @@
+"""OLTP transactions inside one partition engine, serial with its TEs.
+
+A single-partition transaction (`run`) executes its fragments in one write set and
+commits into the group like a TE. A 2PC participant (`prepare`) executes its fragments,
+holds the write set, stores it durably (the `__prepared__` table goes through the
+changelog with the group) and votes. Until the decision arrives, the rows it wrote are
+locked: an OLTP transaction or query touching one stops with `Conflict` and the task
+defers it, with everything after it, so inputs still run in arrival order. Read locks end
+at the vote, as strict 2PL allows once a transaction reads no more. Dataflow TEs are not
+checked row by row; the task defers them while anything is prepared.
+A decision applies or drops a held write set only if it names that transaction exactly,
+which makes decisions idempotent and keeps a delayed one off later transactions.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import traceback
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from txstream.engine.context import TxnContext
+from txstream.engine.writeset import TOMBSTONE, WriteSet, read, scan
+from txstream.model.declarations import Key, Procedure, Record
+from txstream.model.errors import StateUnavailable, TxnAbort
+from txstream.oltp.messages import Decision, EngineReply, EngineRequest, Fragment, key_of
+from txstream.oltp.predicates import aggregate, aggregates_of, conditions_of, matches
+
+if TYPE_CHECKING:
+    from txstream.engine.executor import PartitionEngine
+
+PREPARED_TABLE = "__prepared__"
+EPOCH_KEY = ("coordinator", "epoch", 0)
+_REMEMBERED_ABORTS = 10_000
+# A reply travels in one Kafka record (1 MiB by default), merged with the other partitions'.
+MAX_ROWS_BYTES = 256 * 1024
+
+
+@dataclass
+class Prepared:
+    txn_id: str
+    epoch: int
+    ws: WriteSet
+    request_id: str
+    reply_to: str
+    results: str
+    voted_at: float = 0.0
+
+
+class Conflict(Exception):
+    """The transaction touched a row a prepared transaction holds; retry after its decision."""
+
+
+@dataclass(frozen=True)
+class _Failed:
+    reason: str
+    detail: str
+
+
+class Transactions:
+    def __init__(self, engine: PartitionEngine) -> None:
+        self.engine = engine
+        self.prepared: dict[str, Prepared] = {}
+        self.locks: dict[str, dict[Key, str]] = {}  # table -> key -> holding txn
+        # Aborts that arrived before their (deferred) prepare: that prepare must vote no.
+        self._aborted: deque[str] = deque(maxlen=_REMEMBERED_ABORTS)
+
+    @property
+    def blocked(self) -> bool:
+        return bool(self.prepared)
+
+    def load(self) -> None:
+        """After a restart: the transactions prepared before the crash are still held."""
+        for (txn_id,), row in self.engine.base.scan(PREPARED_TABLE, ()):
+            ws = _ws_of(row["writes"])
+            self._hold(
+                Prepared(
+                    str(txn_id),
+                    row["epoch"],
+                    ws,
+                    row["request_id"],
+                    row["reply_to"],
+                    row["results"],
+                )
+            )
+
+    def request(self, req: EngineRequest) -> bool:
+        """Handle one request; False if it conflicts with a prepared transaction, in which
+        case nothing of it was applied and it must be retried after a decision."""
+        seen = self.engine.sys_value(EPOCH_KEY) or 0
+        stale = req.epoch < seen
+        try:
+            if req.kind == "read":
+                self._read(req)
+            elif req.kind == "run":
+                self._run(req, stale)
+            elif req.kind == "prepare":
+                self._prepare(req, stale)
+            else:
+                raise ValueError(f"unknown engine request kind {req.kind!r}")
+        except Conflict:
+            return False
+        if req.epoch > seen:
+            self.engine.set_sys(EPOCH_KEY, req.epoch)
+        self.engine.group.executions += 1
+        return True
+
+    def decide(self, d: Decision) -> None:
+        held = self.prepared.get(d.txn_id)
+        group = self.engine.group
+        if held is None:
+            if not d.commit:
+                self._aborted.append(d.txn_id)
+            self._reply(d.txn_id, "ack", True, detail="not prepared here")
+            return
+        if d.commit:
+            held.ws.merge_into(group.ws)
+        group.ws.put(PREPARED_TABLE, (held.txn_id,), TOMBSTONE)
+        self._release(held)
+        self._reply(held.txn_id, "ack", True, detail="committed" if d.commit else "aborted")
+
+    def reinquire(self, every_s: float) -> bool:
+        """A participant still waiting asks again by re-sending its votes (the coordinator
+        answers a vote for a decided transaction with the decision)."""
+        now = time.monotonic()
+        due = [h for h in self.prepared.values() if now - h.voted_at >= every_s]
+        for held in due:
+            self._vote(held)
+        return bool(due)
+
+    def guard(self, table: str, key: Key | None) -> None:
+        """Stop a transaction about to touch a row that a prepared one holds."""
+        held = self.locks.get(table)
+        if held and (key is None or key in held):
+            raise Conflict(table, key)
+
+    def _hold(self, held: Prepared) -> None:
+        self.prepared[held.txn_id] = held
+        for table, rows in held.ws.tables.items():
+            locks = self.locks.setdefault(table, {})
+            for key in rows:
+                locks[key] = held.txn_id
+
+    def _release(self, held: Prepared) -> None:
+        del self.prepared[held.txn_id]
+        for table, rows in held.ws.tables.items():
+            locks = self.locks[table]
+            for key in rows:
+                if locks.get(key) == held.txn_id:
+                    del locks[key]
+            if not locks:
+                del self.locks[table]
+
+    def _run(self, req: EngineRequest, stale: bool) -> None:
+        group = self.engine.group
+        outcome: tuple[WriteSet, str] | _Failed
+        if stale:
+            outcome = _Failed("fenced", "stale coordinator epoch")
+        else:
+            outcome = self._execute(req.fragments)
+        if isinstance(outcome, _Failed):
+            self._reply(req.txn_id, "result", False, outcome.reason, outcome.detail, req=req)
+            return
+        ws, results = outcome
+        ws.merge_into(group.ws)
+        self._reply(req.txn_id, "result", True, results=results, req=req)
+
+    def _prepare(self, req: EngineRequest, stale: bool) -> None:
+        group = self.engine.group
+        if stale:
+            outcome: tuple[WriteSet, str] | _Failed = _Failed("fenced", "stale coordinator epoch")
+        elif req.txn_id in self._aborted:
+            outcome = _Failed("aborted", "the coordinator aborted it before it was prepared")
+        else:
+            outcome = self._execute(req.fragments)
+        if isinstance(outcome, _Failed):
+            self._reply(req.txn_id, "vote", False, outcome.reason, outcome.detail, req=req)
+            return
+        ws, results = outcome
+        ws.parent = None  # held on its own: the group it read through is committed meanwhile
+        held = Prepared(req.txn_id, req.epoch, ws, req.request_id, req.reply_to, results)
+        group.ws.put(
+            PREPARED_TABLE,
+            (req.txn_id,),
+            {
+                "epoch": req.epoch,
+                "writes": _ws_json(ws),
+                "request_id": req.request_id,
+                "reply_to": req.reply_to,
+                "results": results,
+            },
+        )
+        self._hold(held)
+        self._vote(held)
+
+    def _vote(self, held: Prepared) -> None:
+        held.voted_at = time.monotonic()
+        self.engine.group.urgent = True
+        self._reply(
+            held.txn_id,
+            "vote",
+            True,
+            results=held.results,
+            request_id=held.request_id,
+            reply_to=held.reply_to,
+        )
+
+    def _read(self, req: EngineRequest) -> None:
+        q = req.query
+        decl = self.engine.df.decl
+        if q is None or q.table not in decl.tables:
+            name = None if q is None else q.table
+            self._reply(
+                req.txn_id,
+                "rows",
+                False,
+                "unknown_table",
+                f"no table {name!r}; tables are {sorted(decl.tables)}",
+                req=req,
+            )
+            return
+        # read_committed sees only what Kafka committed; snapshot also sees this group.
+        ws = WriteSet() if q.isolation == "read_committed" else self.engine.group.ws
+        base = self.engine.base
+        try:
+            if q.key is not None:
+                key = key_of(q.key)
+                self.guard(q.table, key)
+                row = read(ws, base, q.table, key)
+                found: list[tuple[Key, Record]] = [] if row is None else [(key, row)]
+            else:
+                self.guard(q.table, None)
+                found = list(scan(ws, base, q.table, ()))
+            conds = conditions_of(q.where)
+            matched = [(k, r) for k, r in found if matches(r, conds)]
+            aggs = aggregates_of(q.aggregates)
+            if aggs:
+                body = json.dumps([[["*"], aggregate([r for _, r in matched], aggs)]])
+            else:
+                body = json.dumps([[list(k), r] for k, r in matched])
+        except ValueError as e:
+            self._reply(req.txn_id, "rows", False, "bad_query", str(e), req=req)
+            return
+        if len(body) > MAX_ROWS_BYTES:
+            detail = (
+                f"{len(matched)} rows are more than one reply holds; "
+                "narrow them with a key or conditions, or ask for aggregates"
+            )
+            self._reply(req.txn_id, "rows", False, "too_many_rows", detail, req=req)
+            return
+        self._reply(req.txn_id, "rows", True, rows=body, req=req)
+
+    def _execute(self, fragments: Sequence[Fragment]) -> tuple[WriteSet, str] | _Failed:
+        """Run the fragments in order in one write set; any abort aborts them all."""
+        engine = self.engine
+        decl = engine.df.decl
+        ws = WriteSet(engine.group.ws)
+        results: list[Any] = []
+        for f in fragments:
+            tx = decl.transactions.get(f.procedure)
+            if tx is None:
+                return _Failed(
+                    "unknown_procedure",
+                    f"no transaction {f.procedure!r}; registered: {sorted(decl.transactions)}",
+                )
+            ctx = TxnContext(
+                Procedure(f.procedure, _no_batch, "<oltp>"),
+                -1,
+                ws,
+                engine.base,
+                decl.tables,
+                {},
+                engine.params,
+                decl.insert_triggers,
+                _no_slide,
+                self.guard,
+            )
+            try:
+                results.append(tx.fn(ctx, f.args()))
+            except TxnAbort as e:
+                return _Failed(e.reason, str(e))
+            except (StateUnavailable, Conflict):
+                raise
+            except Exception as e:
+                return _Failed("exception", "".join(traceback.format_exception_only(e)).strip())
+        try:
+            return ws, json.dumps(results)
+        except (TypeError, ValueError) as e:
+            return _Failed("result_not_json", f"a fragment returned a value JSON cannot hold: {e}")
+
+    def _reply(
+        self,
+        txn_id: str,
+        kind: str,
+        ok: bool,
+        reason: str = "",
+        detail: str = "",
+        *,
+        results: str = "[]",
+        rows: str = "[]",
+        req: EngineRequest | None = None,
+        request_id: str = "",
+        reply_to: str = "",
+    ) -> None:
+        if req is not None:
+            request_id, reply_to = req.request_id, req.reply_to
+        self.engine.group.replies.append(
+            EngineReply(
+                txn_id,
+                self.engine.partition,
+                kind,
+                ok,
+                reason,
+                detail,
+                results,
+                rows,
+                request_id,
+                reply_to,
+            )
+        )
+
+
+def _no_batch(ctx: TxnContext, batch: Sequence[Record]) -> None:
+    raise TypeError("an OLTP transaction is called with parameters, not a batch")
+
+
+def _no_slide(ctx: TxnContext, window: str, slides: int) -> None:
+    raise TypeError("an OLTP transaction owns no window")
+
+
+def _ws_json(ws: WriteSet) -> str:
+    """A held write set as JSON: [[table, key, row or null]]; table rows are JSON values."""
+    return json.dumps(
+        [
+            [t, list(k), None if v is TOMBSTONE else v]
+            for t, rows in ws.tables.items()
+            for k, v in rows.items()
+        ]
+    )
+
+
+def _ws_of(text: str) -> WriteSet:
+    ws = WriteSet()
+    for table, key, row in json.loads(text):
+        ws.put(table, tuple(key), TOMBSTONE if row is None else row)
+    return ws

@@ -1,0 +1,1 @@
+"""OLTP transactions and queries: wire messages, key routing, the client, predicates."""

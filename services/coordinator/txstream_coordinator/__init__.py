@@ -1,0 +1,1 @@
+"""The transaction coordinator: OLTP transactions, 2PC across partition engines, queries."""

@@ -1,0 +1,50 @@
+"""`txstream coordinator run`: the app's transaction coordinator, until SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import logging
+import signal
+from types import FrameType
+
+import typer
+
+from txstream.app import load_app
+from txstream.config import Settings
+from txstream.oltp.client import TxClient
+from txstream_coordinator.gateway import serve
+from txstream_coordinator.runtime import CoordinatorService
+
+app = typer.Typer(help="Coordinate OLTP transactions and 2PC.", no_args_is_help=True)
+
+
+@app.command()
+def run(
+    app_spec: str = typer.Option(..., "--app", help="module:factory of the App"),
+    params: str = typer.Option("{}", help="app parameters as JSON"),
+    http_port: int = typer.Option(0, help="serve the HTTP endpoint on 127.0.0.1:PORT"),
+    resend_s: float = typer.Option(2.0, help="resend an unacknowledged decision after this"),
+) -> None:
+    """Serve transactions and queries for the app; restart it and it resolves what it
+    left in doubt from its log."""
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    try:
+        application = load_app(app_spec, json.loads(params))
+        if resend_s <= 0:
+            raise ValueError(f"--resend-s must be positive, not {resend_s}")
+    except (json.JSONDecodeError, ValueError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    settings = Settings()
+    service = CoordinatorService(application, settings, resend_s)
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        service.stopping.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+    service.open()
+    if http_port:
+        serve(TxClient(application.name, settings), http_port)
+        logging.getLogger(__name__).info("HTTP on 127.0.0.1:%d", http_port)
+    service.run()

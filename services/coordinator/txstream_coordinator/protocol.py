@@ -1,0 +1,438 @@
+"""The coordinator's decisions, as a state machine with no I/O (the runtime does Kafka).
+
+Each input (a client request, an engine reply, the passing of time, the log read at start)
+yields `Actions`. The runtime makes them durable in this order, which is the protocol:
+  1. one Kafka transaction: log records, engine requests, client results, input offsets;
+  2. only then a second one with the decisions, so no COMMIT is ever sent for a
+     transaction whose decision is not already in the coordinator log.
+A 2PC transaction's BEGIN (naming its participants) commits with its PREPAREs, so after a
+crash the log lists every transaction that may be in doubt: undecided ones are aborted,
+decided ones not acknowledged by every participant get their decision again.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from txstream.oltp.messages import (
+    CoordinatorLog,
+    Decision,
+    EngineReply,
+    EngineRequest,
+    Fragment,
+    TxnRequest,
+    TxnResult,
+    key_of,
+)
+from txstream.oltp.predicates import aggregates_of, combine
+from txstream.oltp.routing import partition_of
+
+_KEPT_OUTCOMES = 1_000_000
+MAX_RESULT_BYTES = 900 * 1024  # a result is one Kafka record: 1 MiB by default
+
+
+@dataclass
+class Actions:
+    log: list[CoordinatorLog] = field(default_factory=list)
+    requests: list[tuple[int, EngineRequest]] = field(default_factory=list)
+    results: list[tuple[str, TxnResult]] = field(default_factory=list)  # (reply_to, result)
+    decisions: list[tuple[int, Decision]] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.log or self.requests or self.results or self.decisions)
+
+    def extend(self, other: Actions) -> None:
+        self.log += other.log
+        self.requests += other.requests
+        self.results += other.results
+        self.decisions += other.decisions
+
+
+@dataclass
+class _TwoPC:
+    txn_id: str
+    request_id: str
+    reply_to: str
+    participants: list[int]
+    placement: list[int]  # each fragment's partition, in request order
+    deadline: float
+    votes: dict[int, EngineReply] = field(default_factory=dict)
+    commit: bool | None = None
+    acks: set[int] = field(default_factory=set)
+    resend_at: float = 0.0
+
+
+@dataclass
+class _Read:
+    request_id: str
+    reply_to: str
+    partitions: list[int]
+    deadline: float
+    aggregates: str = "[]"
+    rows: dict[int, list[Any]] = field(default_factory=dict)
+
+
+class Coordinator:
+    def __init__(
+        self,
+        partitions: int,
+        transactions: Iterable[str] = (),
+        tables: Iterable[str] = (),
+        resend_s: float = 2.0,
+    ) -> None:
+        self.partitions = partitions
+        self.transactions = set(transactions)
+        self.tables = set(tables)
+        self.resend_s = resend_s
+        self.epoch = 0
+        self._seq = 0
+        self.active: dict[str, _TwoPC] = {}
+        self.reads: dict[str, _Read] = {}
+        self.outcomes: OrderedDict[str, bool] = OrderedDict()  # ended 2PC: commit?
+        self.counts: dict[str, int] = {}
+
+    # -- start -----------------------------------------------------------------------
+
+    def recover(self, records: Iterable[CoordinatorLog], now: float) -> Actions:
+        """Replay the log: take a new epoch, abort the undecided, resend the unfinished."""
+        acts = Actions()
+        begun: dict[str, CoordinatorLog] = {}
+        decided: dict[str, CoordinatorLog] = {}
+        for r in records:
+            self.epoch = max(self.epoch, r.epoch)
+            if r.kind == "begin":
+                begun[r.txn_id] = r
+            elif r.kind == "decision":
+                decided[r.txn_id] = r
+            elif r.kind == "end":
+                begun.pop(r.txn_id, None)
+                d = decided.pop(r.txn_id, None)
+                self._remember(r.txn_id, d.commit if d is not None else r.commit)
+        self.epoch += 1
+        acts.log.append(CoordinatorLog("epoch", self.epoch))
+        for txn_id, b in begun.items():
+            t = _TwoPC(txn_id, b.request_id, b.reply_to, list(b.participants), [], now)
+            self.active[txn_id] = t
+            d = decided.get(txn_id)
+            if d is None:
+                self._decide(
+                    t,
+                    False,
+                    "coordinator_restart",
+                    "the coordinator restarted before deciding",
+                    now,
+                    acts,
+                )
+            else:
+                t.commit = d.commit
+                self._send_decision(t, t.participants, now, acts)
+        return acts
+
+    # -- inputs ------------------------------------------------------------------------
+
+    def request(self, req: TxnRequest, now: float) -> Actions:
+        acts = Actions()
+        txn_id = self._next_txn()
+        problem = self._invalid(req)
+        if problem is not None:
+            acts.results.append(
+                (req.reply_to, TxnResult(req.request_id, txn_id, "failed", "bad_request", problem))
+            )
+            self._count("failed")
+            return acts
+        deadline = now + req.timeout_ms / 1000
+        if req.query is not None:
+            self._read(req, txn_id, deadline, acts)
+            return acts
+        placement = [partition_of(key_of(f.key), self.partitions) for f in req.fragments]
+        participants = sorted(set(placement))
+        by_part: dict[int, list[Fragment]] = {p: [] for p in participants}
+        for f, p in zip(req.fragments, placement, strict=True):
+            by_part[p].append(f)
+        if len(participants) == 1:
+            p = participants[0]
+            acts.requests.append(
+                (
+                    p,
+                    EngineRequest(
+                        txn_id, self.epoch, "run", req.request_id, req.reply_to, by_part[p]
+                    ),
+                )
+            )
+            return acts
+        t = _TwoPC(txn_id, req.request_id, req.reply_to, participants, placement, deadline)
+        self.active[txn_id] = t
+        acts.log.append(
+            CoordinatorLog(
+                "begin",
+                self.epoch,
+                txn_id,
+                participants,
+                request_id=req.request_id,
+                reply_to=req.reply_to,
+            )
+        )
+        for p in participants:
+            acts.requests.append(
+                (
+                    p,
+                    EngineRequest(
+                        txn_id, self.epoch, "prepare", req.request_id, req.reply_to, by_part[p]
+                    ),
+                )
+            )
+        return acts
+
+    def reply(self, rep: EngineReply, now: float) -> Actions:
+        acts = Actions()
+        if rep.kind == "result":
+            status = "committed" if rep.ok else "aborted"
+            self._count(f"single_{status}")
+            acts.results.append(
+                (
+                    rep.reply_to,
+                    TxnResult(
+                        rep.request_id,
+                        rep.txn_id,
+                        status,
+                        rep.reason,
+                        rep.detail,
+                        rep.results,
+                        partitions=[rep.partition],
+                    ),
+                )
+            )
+        elif rep.kind == "rows":
+            self._rows(rep, acts)
+        elif rep.kind == "vote":
+            self._vote(rep, now, acts)
+        elif rep.kind == "ack":
+            self._ack(rep, acts)
+        return acts
+
+    def tick(self, now: float) -> Actions:
+        """Timeouts abort undecided transactions and fail reads; unacknowledged decisions
+        are sent again (a lost decision must not leave a participant blocked)."""
+        acts = Actions()
+        for t in list(self.active.values()):
+            if t.commit is None and now >= t.deadline:
+                missing = [p for p in t.participants if p not in t.votes]
+                self._decide(
+                    t, False, "timeout", f"no vote from partitions {missing} in time", now, acts
+                )
+            elif t.commit is not None and now >= t.resend_at:
+                self._send_decision(t, [p for p in t.participants if p not in t.acks], now, acts)
+        for txn_id, r in list(self.reads.items()):
+            if now >= r.deadline:
+                del self.reads[txn_id]
+                missing = [p for p in r.partitions if p not in r.rows]
+                self._count("read_timeout")
+                acts.results.append(
+                    (
+                        r.reply_to,
+                        TxnResult(
+                            r.request_id,
+                            txn_id,
+                            "failed",
+                            "timeout",
+                            f"no rows from partitions {missing} in time",
+                        ),
+                    )
+                )
+        return acts
+
+    # -- 2PC -----------------------------------------------------------------------------
+
+    def _vote(self, rep: EngineReply, now: float, acts: Actions) -> None:
+        t = self.active.get(rep.txn_id)
+        if t is None:
+            # An inquiry about a finished transaction (or one this log never began:
+            # presumed abort). Either way the participant gets the decision again.
+            commit = self.outcomes.get(rep.txn_id, False)
+            acts.decisions.append((rep.partition, Decision(rep.txn_id, self.epoch, commit)))
+            return
+        if t.commit is not None:
+            self._send_decision(t, [rep.partition], now, acts)
+            return
+        t.votes[rep.partition] = rep
+        if not rep.ok:
+            self._decide(
+                t, False, rep.reason, f"partition {rep.partition}: {rep.detail}", now, acts
+            )
+        elif len(t.votes) == len(t.participants):
+            self._decide(t, True, "", "", now, acts)
+
+    def _decide(
+        self, t: _TwoPC, commit: bool, reason: str, detail: str, now: float, acts: Actions
+    ) -> None:
+        t.commit = commit
+        results = self._results(t) if commit else "[]"
+        acts.log.append(
+            CoordinatorLog(
+                "decision",
+                self.epoch,
+                t.txn_id,
+                t.participants,
+                commit,
+                reason,
+                t.request_id,
+                t.reply_to,
+                results,
+            )
+        )
+        status = "committed" if commit else "aborted"
+        self._count(f"2pc_{status}" if commit else f"2pc_aborted_{reason}")
+        acts.results.append(
+            (
+                t.reply_to,
+                TxnResult(
+                    t.request_id,
+                    t.txn_id,
+                    status,
+                    reason,
+                    detail,
+                    results,
+                    partitions=t.participants,
+                ),
+            )
+        )
+        self._send_decision(t, t.participants, now, acts)
+
+    def _send_decision(self, t: _TwoPC, to: Sequence[int], now: float, acts: Actions) -> None:
+        assert t.commit is not None
+        t.resend_at = now + self.resend_s
+        for p in to:
+            acts.decisions.append((p, Decision(t.txn_id, self.epoch, t.commit)))
+
+    def _ack(self, rep: EngineReply, acts: Actions) -> None:
+        t = self.active.get(rep.txn_id)
+        if t is None or t.commit is None:
+            return
+        t.acks.add(rep.partition)
+        if t.acks >= set(t.participants):
+            del self.active[t.txn_id]
+            self._remember(t.txn_id, t.commit)
+            acts.log.append(CoordinatorLog("end", self.epoch, t.txn_id, t.participants, t.commit))
+
+    def _results(self, t: _TwoPC) -> str:
+        """Each fragment's result in request order, from the votes of its partitions."""
+        per = {p: iter(json.loads(v.results)) for p, v in t.votes.items()}
+        return json.dumps([next(per[p], None) for p in t.placement])
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def _read(self, req: TxnRequest, txn_id: str, deadline: float, acts: Actions) -> None:
+        q = req.query
+        assert q is not None
+        if q.key is not None:
+            parts = [partition_of(key_of(q.key), self.partitions)]
+        else:
+            parts = list(range(self.partitions))
+        self.reads[txn_id] = _Read(req.request_id, req.reply_to, parts, deadline, q.aggregates)
+        for p in parts:
+            acts.requests.append(
+                (p, EngineRequest(txn_id, self.epoch, "read", req.request_id, req.reply_to, [], q))
+            )
+
+    def _rows(self, rep: EngineReply, acts: Actions) -> None:
+        r = self.reads.get(rep.txn_id)
+        if r is None:
+            return
+        if not rep.ok:
+            del self.reads[rep.txn_id]
+            self._count("read_failed")
+            acts.results.append(
+                (r.reply_to, TxnResult(r.request_id, rep.txn_id, "failed", rep.reason, rep.detail))
+            )
+            return
+        r.rows[rep.partition] = json.loads(rep.rows)
+        if len(r.rows) == len(r.partitions):
+            del self.reads[rep.txn_id]
+            rows = sorted((row for part in r.rows.values() for row in part), key=_row_key)
+            aggs = aggregates_of(r.aggregates)
+            if aggs:
+                rows = [[["*"], combine([row for _, row in rows], aggs)]]
+            body = json.dumps(rows)
+            if len(body) > MAX_RESULT_BYTES:
+                self._count("read_failed")
+                detail = f"{len(rows)} rows are more than one result holds; narrow the query"
+                acts.results.append(
+                    (
+                        r.reply_to,
+                        TxnResult(r.request_id, rep.txn_id, "failed", "too_many_rows", detail),
+                    )
+                )
+                return
+            self._count("reads")
+            acts.results.append(
+                (
+                    r.reply_to,
+                    TxnResult(
+                        r.request_id, rep.txn_id, "committed", rows=body, partitions=r.partitions
+                    ),
+                )
+            )
+
+    # -- helpers -------------------------------------------------------------------------
+
+    def _invalid(self, req: TxnRequest) -> str | None:
+        if req.timeout_ms <= 0:
+            return f"timeout_ms must be positive, not {req.timeout_ms}"
+        if req.query is not None:
+            if req.fragments:
+                return "a request is a query or a transaction, not both"
+            if self.tables and req.query.table not in self.tables:
+                return f"no table {req.query.table!r}; tables are {sorted(self.tables)}"
+            if req.query.isolation not in ("read_committed", "snapshot"):
+                return f"isolation must be read_committed or snapshot, not {req.query.isolation!r}"
+            try:
+                aggregates_of(req.query.aggregates)
+            except ValueError as e:
+                return str(e)
+            return _bad_key(req.query.key) if req.query.key is not None else None
+        if not req.fragments:
+            return "a transaction needs at least one fragment"
+        for f in req.fragments:
+            if self.transactions and f.procedure not in self.transactions:
+                return f"no transaction {f.procedure!r}; registered: {sorted(self.transactions)}"
+            bad = _bad_key(f.key) or _bad_params(f.params)
+            if bad is not None:
+                return f"fragment {f.procedure}: {bad}"
+        return None
+
+    def _next_txn(self) -> str:
+        self._seq += 1
+        return f"{self.epoch}.{self._seq}"
+
+    def _remember(self, txn_id: str, commit: bool) -> None:
+        self.outcomes[txn_id] = commit
+        if len(self.outcomes) > _KEPT_OUTCOMES:
+            self.outcomes.popitem(last=False)
+
+    def _count(self, what: str) -> None:
+        self.counts[what] = self.counts.get(what, 0) + 1
+
+
+def _bad_key(text: str) -> str | None:
+    try:
+        key_of(text)
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+def _bad_params(text: str) -> str | None:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as e:
+        return f"params are not JSON: {e}"
+    return None if isinstance(value, dict) else f"params must be a JSON object, not {text!r}"
+
+
+def _row_key(row: list[Any]) -> tuple[tuple[int, int | str], ...]:
+    """Key order with ints before strings, so mixed keys still sort."""
+    return tuple((0, k) if isinstance(k, int) else (1, str(k)) for k in row[0])

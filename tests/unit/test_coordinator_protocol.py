@@ -1,0 +1,302 @@
+"""The coordinator's 2PC state machine (`Coordinator` -> `Actions`), driven with explicit times.
+
+Covered: single-partition routing (no log), 2PC begin/prepare/vote/decision/ack/end with
+results in request order, abort on a no vote and on timeout, resending unacknowledged
+decisions, recovery from the log (new epoch, presumed abort of the undecided, resend of
+the decided), inquiries answered from outcomes, request validation, keyed/scan reads and
+aggregates combined across partitions. These are the protocol's guarantees: decisions go
+to `decisions` (sent only after the log commits), and every in-doubt transaction is
+finished after a restart.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from txstream_coordinator.protocol import Coordinator
+
+from txstream.oltp.messages import (
+    CoordinatorLog,
+    Decision,
+    EngineReply,
+    EngineRequest,
+    Fragment,
+    Query,
+    TxnRequest,
+    TxnResult,
+    key_json,
+)
+from txstream.oltp.routing import partition_of
+
+P = 3
+
+
+def key_on(part: int, skip: int = 0) -> int:
+    """The `skip`-th account number owned by partition `part`."""
+    return [n for n in range(1, 500) if partition_of((n,), P) == part][skip]
+
+
+def coordinator() -> Coordinator:
+    return Coordinator(P, ["open_accounts", "debit", "credit"], ["accounts"], resend_s=2.0)
+
+
+def txn(*fragments: Fragment, timeout_ms: int = 1000) -> TxnRequest:
+    return TxnRequest("req-1", "client-1", timeout_ms, list(fragments))
+
+
+def query(q: Query, timeout_ms: int = 1000) -> TxnRequest:
+    return TxnRequest("req-1", "client-1", timeout_ms, query=q)
+
+
+def move(kind: str, account: int, amount: int = 5) -> Fragment:
+    return Fragment.call(account, kind, account=account, amount=amount)
+
+
+def vote(txn_id: str, part: int, ok: bool = True, results: str = "[]", **kw: str) -> EngineReply:
+    return EngineReply(txn_id, part, "vote", ok, results=results, **kw)
+
+
+def ack(txn_id: str, part: int) -> EngineReply:
+    return EngineReply(txn_id, part, "ack", True)
+
+
+def test_single_partition_is_one_run_request_without_log() -> None:
+    c = coordinator()
+    a, b = key_on(1), key_on(1, 1)
+    frags = [move("debit", a), move("credit", b)]
+    acts = c.request(txn(*frags), now=10.0)
+    assert acts.requests == [(1, EngineRequest("0.1", 0, "run", "req-1", "client-1", frags))]
+    assert (acts.log, acts.results, acts.decisions, c.active) == ([], [], [], {})
+    ok = EngineReply(
+        "0.1", 1, "result", True, results="[95, 105]", request_id="req-1", reply_to="client-1"
+    )
+    res = TxnResult("req-1", "0.1", "committed", results="[95, 105]", partitions=[1])
+    assert c.reply(ok, 10.5).results == [("client-1", res)]
+    no = EngineReply("0.2", 1, "result", False, "constraint_violation", "x", "[]", "[]", "r2", "c2")
+    assert c.reply(no, 11.0).results == [
+        ("c2", TxnResult("r2", "0.2", "aborted", "constraint_violation", "x", "[]", "[]", [1]))
+    ]
+
+
+def start_2pc(c: Coordinator, now: float = 10.0) -> str:
+    """Fragments on partitions 2, 0, 2, 1 (request order), so participants [0, 1, 2]."""
+    frags = [
+        move("debit", key_on(2)),
+        move("credit", key_on(0)),
+        move("credit", key_on(2, 1)),
+        move("credit", key_on(1)),
+    ]
+    c.request(txn(*frags), now)
+    (txn_id,) = c.active
+    return txn_id
+
+
+def test_multi_partition_begins_logs_and_prepares_each_participant() -> None:
+    c = coordinator()
+    frags = [move("debit", key_on(2)), move("credit", key_on(0)), move("credit", key_on(2, 1))]
+    acts = c.request(txn(*frags), now=10.0)
+    begin = CoordinatorLog("begin", 0, "0.1", [0, 2], request_id="req-1", reply_to="client-1")
+    assert acts.log == [begin]
+    assert acts.requests == [
+        (0, EngineRequest("0.1", 0, "prepare", "req-1", "client-1", [frags[1]])),
+        (2, EngineRequest("0.1", 0, "prepare", "req-1", "client-1", [frags[0], frags[2]])),
+    ]
+    assert (acts.results, acts.decisions) == ([], [])
+
+
+def test_all_yes_commits_with_results_in_request_order_then_ends_on_acks() -> None:
+    c = coordinator()
+    t = start_2pc(c)
+    assert not c.reply(vote(t, 2, results='["a", "c"]'), 10.1)
+    assert not c.reply(vote(t, 0, results='["b"]'), 10.2)
+    acts = c.reply(vote(t, 1, results='["d"]'), 10.3)
+    results = '["a", "b", "c", "d"]'
+    assert acts.log == [
+        CoordinatorLog("decision", 0, t, [0, 1, 2], True, "", "req-1", "client-1", results)
+    ]
+    assert acts.results == [
+        ("client-1", TxnResult("req-1", t, "committed", "", "", results, partitions=[0, 1, 2]))
+    ]
+    assert acts.decisions == [(p, Decision(t, 0, True)) for p in (0, 1, 2)]
+    assert acts.requests == []
+    assert not c.reply(ack(t, 0), 10.4) and not c.reply(ack(t, 2), 10.5)
+    end = c.reply(ack(t, 1), 10.6)
+    assert end.log == [CoordinatorLog("end", 0, t, [0, 1, 2], True)]
+    assert t not in c.active and c.outcomes[t] is True
+
+
+def test_a_no_vote_aborts_with_its_reason_and_later_inquiries_get_abort() -> None:
+    c = coordinator()
+    t = start_2pc(c)
+    c.reply(vote(t, 0, results='["b"]'), 10.1)
+    acts = c.reply(vote(t, 2, False, reason="constraint_violation", detail="overdrawn"), 10.2)
+    assert acts.log == [
+        CoordinatorLog(
+            "decision", 0, t, [0, 1, 2], False, "constraint_violation", "req-1", "client-1", "[]"
+        )
+    ]
+    ((to, res),) = acts.results
+    assert (to, res.status, res.reason) == ("client-1", "aborted", "constraint_violation")
+    assert (res.detail, res.results, res.partitions) == ("partition 2: overdrawn", "[]", [0, 1, 2])
+    assert acts.decisions == [(p, Decision(t, 0, False)) for p in (0, 1, 2)]
+    late = c.reply(vote(t, 1), 10.3)  # a vote after the decision gets the decision again
+    assert (late.log, late.results, late.decisions) == ([], [], [(1, Decision(t, 0, False))])
+    for p in (0, 1, 2):
+        c.reply(ack(t, p), 10.4)
+    assert t not in c.active and c.outcomes[t] is False
+    inquiry = c.reply(vote(t, 2), 10.5)  # after the end: answered from the outcome
+    assert inquiry.decisions == [(2, Decision(t, 0, False))]
+
+
+def test_timeout_aborts_naming_the_missing_partition() -> None:
+    c = coordinator()
+    t = start_2pc(c, now=10.0)  # timeout 1000 ms: deadline 11.0
+    c.reply(vote(t, 0), 10.1)
+    c.reply(vote(t, 2), 10.2)
+    assert not c.tick(10.99)
+    acts = c.tick(11.0)
+    assert [(r.kind, r.commit, r.reason) for r in acts.log] == [("decision", False, "timeout")]
+    ((to, res),) = acts.results
+    assert (to, res.status, res.reason) == ("client-1", "aborted", "timeout")
+    assert res.detail == "no vote from partitions [1] in time"
+    assert acts.decisions == [(p, Decision(t, 0, False)) for p in (0, 1, 2)]
+
+
+def test_unacked_decision_is_resent_only_to_partitions_that_did_not_ack() -> None:
+    c = coordinator()
+    t = start_2pc(c)
+    for p in (0, 1, 2):
+        c.reply(vote(t, p, results='["x", "y"]'), 20.0)  # decided at 20.0: resend at 22.0
+    c.reply(ack(t, 1), 20.5)
+    assert not c.tick(21.99)
+    again = c.tick(22.0)
+    assert again.decisions == [(0, Decision(t, 0, True)), (2, Decision(t, 0, True))]
+    assert (again.log, again.requests, again.results) == ([], [], [])
+    assert not c.tick(23.0), "the next resend is resend_s after the last one"
+    assert c.tick(24.0).decisions == [(0, Decision(t, 0, True)), (2, Decision(t, 0, True))]
+
+
+def test_recovery_takes_a_new_epoch_aborts_undecided_and_resends_decided() -> None:
+    c = coordinator()
+    log = [
+        CoordinatorLog("epoch", 1),
+        CoordinatorLog("begin", 1, "1.1", [0, 2], request_id="ra", reply_to="ca"),
+        CoordinatorLog("begin", 1, "1.2", [1, 2], request_id="rb", reply_to="cb"),
+        CoordinatorLog("decision", 1, "1.2", [1, 2], True, "", "rb", "cb", "[1, 2]"),
+        CoordinatorLog("begin", 1, "1.3", [0, 1], request_id="rc", reply_to="cc"),
+        CoordinatorLog("decision", 1, "1.3", [0, 1], True, "", "rc", "cc", "[]"),
+        CoordinatorLog("end", 1, "1.3", [0, 1], True),
+    ]
+    acts = c.recover(log, now=50.0)
+    assert c.epoch == 2
+    assert acts.log == [
+        CoordinatorLog("epoch", 2),
+        CoordinatorLog("decision", 2, "1.1", [0, 2], False, "coordinator_restart", "ra", "ca"),
+    ]
+    assert [(to, r.request_id, r.txn_id, r.status, r.reason) for to, r in acts.results] == [
+        ("ca", "ra", "1.1", "aborted", "coordinator_restart")
+    ], "only the undecided transaction gets a client result"
+    assert acts.decisions == [
+        (0, Decision("1.1", 2, False)),
+        (2, Decision("1.1", 2, False)),
+        (1, Decision("1.2", 2, True)),
+        (2, Decision("1.2", 2, True)),
+    ]
+    assert set(c.active) == {"1.1", "1.2"}
+    new = c.request(txn(move("debit", key_on(0)), move("credit", key_on(1))), 51.0)
+    assert new.log[0].txn_id.startswith("2.") and new.log[0].epoch == 2
+    # inquiries: ended committed in the log -> commit; never heard of -> presumed abort
+    assert c.reply(vote("1.3", 1), 52.0).decisions == [(1, Decision("1.3", 2, True))]
+    assert c.reply(vote("7.7", 0), 52.0).decisions == [(0, Decision("7.7", 2, False))]
+
+
+@pytest.mark.parametrize(
+    ("request_", "named"),
+    [
+        (txn(Fragment.call(1, "steal")), "'steal'"),
+        (txn(Fragment('{"a": 1}', "debit", "{}")), '{"a": 1}'),
+        (txn(Fragment("[1]", "debit", "[2]")), "params must be a JSON object"),
+        (txn(), "at least one fragment"),
+        (txn(move("debit", 1), timeout_ms=0), "not 0"),
+        (query(Query("nope")), "'nope'"),
+        (query(Query("accounts", "dirty")), "'dirty'"),
+        (query(Query("accounts", aggregates='[["avg", "b"]]')), "'avg'"),
+    ],
+)
+def test_bad_requests_fail_naming_the_bad_input(request_: TxnRequest, named: str) -> None:
+    c = coordinator()
+    acts = c.request(request_, now=1.0)
+    ((to, res),) = acts.results
+    assert (to, res.request_id, res.status) == ("client-1", "req-1", "failed")
+    assert res.reason == "bad_request"
+    assert named in res.detail
+    assert (acts.log, acts.requests, c.active, c.reads) == ([], [], {}, {})
+
+
+@pytest.mark.parametrize("bad", ["[1,", "not json"])
+def test_bad_request_for_a_non_json_key_names_the_key(bad: str) -> None:
+    acts = coordinator().request(txn(Fragment(bad, "debit", "{}")), now=1.0)
+    detail = acts.results[0][1].detail
+    assert "key" in detail and repr(bad) in detail, detail
+
+
+def test_keyed_query_goes_to_the_owning_partition_only() -> None:
+    c = coordinator()
+    k = key_on(2)
+    q = Query("accounts", "read_committed", key_json((k,)))
+    acts = c.request(query(q), now=1.0)
+    assert acts.requests == [(2, EngineRequest("0.1", 0, "read", "req-1", "client-1", [], q))]
+    rows = f'[[[{k}], {{"balance": 7}}]]'
+    done = c.reply(EngineReply("0.1", 2, "rows", True, rows=rows), 1.1)
+    assert done.results == [
+        ("client-1", TxnResult("req-1", "0.1", "committed", rows=rows, partitions=[2]))
+    ]
+    assert c.reads == {}
+
+
+def test_scan_goes_everywhere_and_merges_rows_in_key_order() -> None:
+    c = coordinator()
+    q = Query("accounts")
+    acts = c.request(query(q), now=1.0)
+    assert [(p, r.kind, r.query) for p, r in acts.requests] == [(p, "read", q) for p in (0, 1, 2)]
+    assert not c.reply(EngineReply("0.1", 2, "rows", True, rows='[[[9], {}], [["b"], {}]]'), 1.1)
+    assert not c.reply(EngineReply("0.1", 0, "rows", True, rows='[[[3], {}], [["a"], {}]]'), 1.2)
+    done = c.reply(EngineReply("0.1", 1, "rows", True, rows="[[[12], {}]]"), 1.3)
+    ((_, res),) = done.results
+    assert res.status == "committed" and res.partitions == [0, 1, 2]
+    assert [k for k, _ in res.table_rows()] == [(3,), (9,), (12,), ("a",), ("b",)]
+
+
+def test_a_failed_partition_fails_the_read_and_later_rows_are_ignored() -> None:
+    c = coordinator()
+    c.request(query(Query("accounts")), now=1.0)
+    c.reply(EngineReply("0.1", 0, "rows", True, rows="[]"), 1.1)
+    acts = c.reply(EngineReply("0.1", 1, "rows", False, "bad_query", "no field 'x'"), 1.2)
+    assert acts.results == [
+        ("client-1", TxnResult("req-1", "0.1", "failed", "bad_query", "no field 'x'"))
+    ]
+    assert not c.reply(EngineReply("0.1", 2, "rows", True, rows="[]"), 1.3)
+
+
+def test_read_timeout_fails_naming_the_silent_partitions() -> None:
+    c = coordinator()
+    c.request(query(Query("accounts"), 500), now=1.0)
+    c.reply(EngineReply("0.1", 1, "rows", True, rows="[]"), 1.1)
+    assert not c.tick(1.49)
+    acts = c.tick(1.5)
+    ((to, res),) = acts.results
+    assert (to, res.txn_id, res.status, res.reason) == ("client-1", "0.1", "failed", "timeout")
+    assert res.detail == "no rows from partitions [0, 2] in time"
+    assert c.reads == {} and not c.tick(9.0)
+
+
+def test_aggregates_from_every_partition_are_combined() -> None:
+    c = coordinator()
+    q = Query("accounts", aggregates='[["count", ""], ["sum", "balance"], ["max", "balance"]]')
+    c.request(query(q), now=1.0)
+    for p, (n, total, top) in enumerate([(2, 150, 100), (0, 0, None), (1, 30, 30)]):
+        part = {"count": n, "sum_balance": total, "max_balance": top}
+        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=json.dumps([[["*"], part]])), 1.1)
+    ((_, res),) = acts.results
+    assert res.table_rows() == [(("*",), {"count": 3, "sum_balance": 180, "max_balance": 100})]
