@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from txstream.config import Settings, project_root
@@ -16,12 +16,20 @@ TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 class ServiceProcess:
     """Runs with the test's home and broker; output is appended to `log`."""
 
-    def __init__(self, settings: Settings, args: Sequence[str], log: Path) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        args: Sequence[str],
+        log: Path,
+        extra_env: Mapping[str, str] | None = None,
+    ) -> None:
         env = {
             **os.environ,
             "TXSTREAM_HOME": str(settings.home),
             "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
+            **(extra_env or {}),
         }
+        self.log = log
         with log.open("ab") as out:
             self.proc = subprocess.Popen(
                 [TXSTREAM, *args], env=env, stdout=out, stderr=subprocess.STDOUT
@@ -32,6 +40,10 @@ class ServiceProcess:
 
     def terminate(self, timeout_s: float = 30) -> int:
         self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout_s)
+
+    def wait_exit(self, timeout_s: float) -> int:
+        """The exit status (negative: killed by that signal) once it ends by itself."""
         return self.proc.wait(timeout_s)
 
     def kill(self) -> None:

@@ -116,6 +116,9 @@ class BankRun:
         self.report = BankReport(config)
         self._started = 0.0
         self._done = threading.Event()
+        # The net change of each account by the transfers reported committed: with no
+        # unknown outcomes, the end state must be exactly the opening balances plus these.
+        self.deltas: Counter[int] = Counter()
 
     def services(self) -> list[Supervised]:
         params = json.dumps({"name": self.config.name})
@@ -197,26 +200,28 @@ class BankRun:
         c = self.config
         rng = random.Random(c.seed)
         kills = _kill_plan(c, services)
-        pending: list[Future[TxnResult]] = []
+        pending: list[tuple[Future[TxnResult], tuple[int, int, int]]] = []
         sent = done = 0
         while done < c.transfers:
             while sent < c.transfers and len(pending) < c.in_flight:
                 a, b = rng.sample(range(c.accounts), 2)
                 amount = rng.randint(1, 100)
-                pending.append(
-                    client.submit(
-                        [
-                            fragment(a, "debit", account=a, amount=amount),
-                            fragment(b, "credit", account=b, amount=amount),
-                        ]
-                    )
-                )
+                moves = [
+                    fragment(a, "debit", account=a, amount=amount),
+                    fragment(b, "credit", account=b, amount=amount),
+                ]
+                pending.append((client.submit(moves), (a, b, amount)))
                 sent += 1
-            head = pending.pop(0)
+            head, (a, b, amount) = pending.pop(0)
             try:
-                self._count(client.wait(head))
+                result = client.wait(head)
             except OltpTimeout:
                 self.report.unknown += 1
+            else:
+                self._count(result)
+                if result.ok:
+                    self.deltas[a] -= amount
+                    self.deltas[b] += amount
             done += 1
             progress(done, c.transfers)
             while kills and kills[0][0] <= done:

@@ -167,6 +167,9 @@ class EngineTask:
             self.wire,
         )
         self.engine.transactions.load()
+        held = sorted(self.engine.transactions.prepared)
+        if held:
+            log.info("p%d holds prepared transactions %s until decided", self.partition, held)
         return self.rewind()
 
     def positions(self) -> dict[str, int]:

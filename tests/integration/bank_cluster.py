@@ -1,0 +1,140 @@
+"""A bank app on the real broker: worker and coordinator processes a test starts, kills
+(SIGKILL, at failpoints) and restarts, and a client to drive it."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from tests.integration.sequencer_driver import unique
+from tests.service_process import ServiceProcess
+from txstream.commit.topics import AppTopics, ensure_topics
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import idempotent_producer_config
+from txstream.oltp.client import TxClient, fragment
+from txstream.oltp.messages import TxnResult
+from txstream.oltp.routing import partition_of
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
+
+TOTALS = [("sum", "balance"), ("min", "balance"), ("count", "")]
+
+
+class BankCluster:
+    def __init__(self, settings: Settings, tmp: Path, partitions: int = 2) -> None:
+        self.settings, self.tmp, self.partitions = settings, tmp, partitions
+        self.name = unique("bank2pc").replace("-", "_")
+        self.topics = AppTopics(self.name)
+        ensure_topics(
+            TopicAdmin(settings), self.topics, ["payroll", "payouts"], partitions, oltp=True
+        )
+        self.params = json.dumps({"name": self.name})
+        self.processes: list[ServiceProcess] = []
+        self._next_account = 0
+
+    def _start(self, args: list[str], log: str, failpoints: str) -> ServiceProcess:
+        env = {"TXSTREAM_FAILPOINTS": failpoints} if failpoints else {}
+        app = ["--app", "bank.dataflow:from_params", "--params", self.params]
+        proc = ServiceProcess(self.settings, [*args, *app], self.tmp / log, env)
+        self.processes.append(proc)
+        return proc
+
+    def worker(self, failpoints: str = "") -> ServiceProcess:
+        return self._start(["worker", "run"], "worker.log", failpoints)
+
+    def coordinator(self, failpoints: str = "") -> ServiceProcess:
+        return self._start(["coordinator", "run"], "coordinator.log", failpoints)
+
+    def stop_all(self) -> None:
+        for proc in self.processes:
+            if proc.alive():
+                try:
+                    proc.terminate(30)
+                except Exception:
+                    proc.kill()
+
+    @contextmanager
+    def client(self, timeout_s: float = 20.0) -> Iterator[TxClient]:
+        with TxClient(self.name, self.settings, timeout_s=timeout_s) as c:
+            yield c
+
+    def accounts_apart(self) -> tuple[int, int]:
+        """Two new accounts on different partitions: a transfer between them is 2PC."""
+        first = self._new_account()
+        while True:
+            second = self._new_account()
+            if partition_of((second,), self.partitions) != partition_of((first,), self.partitions):
+                return first, second
+
+    def _new_account(self) -> int:
+        self._next_account += 1
+        return self._next_account
+
+    def open(self, client: TxClient, *accounts: int, timeout_s: float = 120) -> None:
+        """Open the accounts, retrying while the stack is still coming up."""
+        deadline = time.monotonic() + timeout_s
+        for a in accounts:
+            while True:
+                r = client.call([fragment(a, "open_accounts", accounts=[a])], 10)
+                if r.ok:
+                    break
+                assert time.monotonic() < deadline, f"could not open account {a}: {r}"
+
+    @staticmethod
+    def transfer(
+        client: TxClient, a: int, b: int, amount: int, timeout_s: float = 20.0
+    ) -> TxnResult:
+        return client.call(
+            [
+                fragment(a, "debit", account=a, amount=amount),
+                fragment(b, "credit", account=b, amount=amount),
+            ],
+            timeout_s,
+        )
+
+    @staticmethod
+    def balance(client: TxClient, account: int) -> int:
+        r = client.query("accounts", key=(account,))
+        assert r.ok, r
+        rows = r.table_rows()
+        assert rows, f"account {account} is not open"
+        return int(rows[0][1]["balance"])
+
+    @staticmethod
+    def totals(client: TxClient, isolation: str = "snapshot") -> dict[str, int]:
+        r = client.query("accounts", aggregates=TOTALS, isolation=isolation)
+        assert r.ok, r
+        return r.table_rows()[0][1]
+
+    def payroll(self, partition: int, batch_id: int, lines: list[tuple[int, int, int]]) -> None:
+        """One payroll batch on `partition`: (employer, employee, amount) lines."""
+        codec = BatchCodec(SchemaRegistry(self.settings.schema_dir).get("bank.Payment"))
+        tuples = [{"employer": e, "employee": w, "amount": n} for e, w, n in lines]
+        producer = Producer(idempotent_producer_config(self.settings))
+        producer.produce(
+            self.topics.stream("payroll"),
+            codec.encode("payroll", batch_id, tuples),
+            partition=partition,
+        )
+        assert producer.flush(30) == 0
+
+    def account_on(self, partition: int) -> int:
+        while True:
+            a = self._new_account()
+            if partition_of((a,), self.partitions) == partition:
+                return a
+
+
+def wait_for_text(path: Path, text: str, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if path.exists() and text in path.read_text(errors="replace"):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"{text!r} did not appear in {path} within {timeout_s:.0f}s")
