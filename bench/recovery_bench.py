@@ -22,8 +22,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shlex
 import shutil
 import sys
@@ -39,6 +37,7 @@ from typing import Any
 
 from confluent_kafka import KafkaException
 from confluent_kafka.admin import AdminClient
+from machine_info import machine, machine_text
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
 from rich.console import Console
@@ -110,31 +109,6 @@ class Recovery:
 
 
 # --- the machine and the command, for the docs ------------------------------------------
-
-
-def ram_gib() -> float | None:
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemTotal:"):
-                return int(line.split()[1]) / 1024**2
-    except (OSError, ValueError, IndexError):
-        pass
-    return None
-
-
-def machine() -> dict[str, Any]:
-    ram = ram_gib()
-    return {
-        "node": platform.node(),
-        "cores": os.cpu_count(),
-        "ram_gib": None if ram is None else round(ram, 1),
-        "python": platform.python_version(),
-    }
-
-
-def machine_text(m: dict[str, Any]) -> str:
-    ram = "? GiB" if m["ram_gib"] is None else f"{m['ram_gib']:.1f} GiB"
-    return f"{m['cores']} cores, {ram} RAM, Python {m['python']}"
 
 
 def command_text() -> str:

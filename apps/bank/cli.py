@@ -28,6 +28,7 @@ def run(
     kill_coordinator: int = typer.Option(0, help="SIGKILL the coordinator this many times"),
     kill_worker: int = typer.Option(0, help="SIGKILL a worker this many times"),
     name: str = typer.Option("bank", help="app name; a new name starts from scratch"),
+    mix: str = typer.Option("uniform", help="uniform pairs, or only single- or multi-partition"),
     report: Path | None = typer.Option(None, help="write the full report here as JSON"),
 ) -> None:
     """Run the transfers with concurrent snapshot checks; exits 1 if money was not
@@ -43,6 +44,7 @@ def run(
             kill_coordinator,
             kill_worker,
             name=name,
+            mix=mix,
         )
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)

@@ -23,8 +23,8 @@ from txstream.model.declarations import Record
 INITIAL_BALANCE = 100
 
 
-def build_app(name: str = "bank") -> App:
-    app = App(name)
+def build_app(name: str = "bank", recovery: str = "changelog") -> App:
+    app = App(name, recovery=recovery)
     app.table("accounts", schema="bank.Account", constraints={"balance >= 0": _non_negative})
     payroll = app.stream("payroll", schema="bank.Payment", key_field="employer")
     payouts = app.stream("payouts", schema="bank.Payment")
@@ -64,8 +64,8 @@ def build_app(name: str = "bank") -> App:
 
 
 def from_params(params: Mapping[str, Any]) -> App:
-    """The worker's and coordinator's factory: `{"name": ...}`."""
-    return build_app(str(params.get("name", "bank")))
+    """The worker's and coordinator's factory: `{"name": ..., "recovery": ...}`."""
+    return build_app(str(params.get("name", "bank")), str(params.get("recovery", "changelog")))
 
 
 def _move(ctx: TxnContext, account: int, delta: int) -> int:

@@ -34,6 +34,7 @@ from txstream.stack.supervisor import Policy, Supervised
 
 TOTALS = [("sum", "balance"), ("min", "balance"), ("count", "")]
 OPEN_CHUNK = 5000
+MIXES = ("uniform", "single", "multi")
 
 
 @dataclass(frozen=True)
@@ -49,6 +50,9 @@ class BankConfig:
     snapshot_every_s: float = 1.0
     timeout_s: float = 10.0
     name: str = "bank"
+    mix: str = (
+        "uniform"  # uniform (TSpoon), single or multi (both accounts in one partition or not)
+    )
 
     def __post_init__(self) -> None:
         for what in ("accounts", "partitions", "workers", "in_flight"):
@@ -58,6 +62,10 @@ class BankConfig:
             raise ValueError("--accounts must be at least 2 for a transfer")
         if self.transfers < 0 or self.kill_coordinator < 0 or self.kill_worker < 0:
             raise ValueError("--transfers and kill counts cannot be negative")
+        if self.mix not in MIXES:
+            raise ValueError(f"--mix must be one of {', '.join(MIXES)}, not {self.mix!r}")
+        if self.mix == "multi" and self.partitions < 2:
+            raise ValueError("--mix multi needs at least 2 partitions")
 
 
 @dataclass
@@ -173,11 +181,31 @@ class BankRun:
                 s.stop()
         return self.report
 
-    def _open_accounts(self, client: TxClient) -> None:
-        c = self.config
+    def _owned(self) -> dict[int, list[int]]:
         owned: dict[int, list[int]] = {}
-        for a in range(c.accounts):
-            owned.setdefault(partition_of((a,), c.partitions), []).append(a)
+        for a in range(self.config.accounts):
+            owned.setdefault(partition_of((a,), self.config.partitions), []).append(a)
+        return owned
+
+    def _pairs(self, rng: random.Random) -> Callable[[], tuple[int, int]]:
+        """Two distinct accounts, uniformly, or restricted to one partition or to two."""
+        c = self.config
+        if c.mix == "uniform":
+            return lambda: tuple(rng.sample(range(c.accounts), 2))  # type: ignore[return-value]
+        owned = [accts for accts in self._owned().values() if len(accts) >= 2]
+
+        def pair() -> tuple[int, int]:
+            if c.mix == "single":
+                a, b = rng.sample(rng.choice(owned), 2)
+            else:
+                pa, pb = rng.sample(owned, 2)
+                a, b = rng.choice(pa), rng.choice(pb)
+            return a, b
+
+        return pair
+
+    def _open_accounts(self, client: TxClient) -> None:
+        owned = self._owned()
         chunks = [
             accts[i : i + OPEN_CHUNK]
             for accts in owned.values()
@@ -199,12 +227,13 @@ class BankRun:
     ) -> None:
         c = self.config
         rng = random.Random(c.seed)
+        pair = self._pairs(rng)
         kills = _kill_plan(c, services)
         pending: list[tuple[Future[TxnResult], tuple[int, int, int]]] = []
         sent = done = 0
         while done < c.transfers:
             while sent < c.transfers and len(pending) < c.in_flight:
-                a, b = rng.sample(range(c.accounts), 2)
+                a, b = pair()
                 amount = rng.randint(1, 100)
                 moves = [
                     fragment(a, "debit", account=a, amount=amount),

@@ -27,14 +27,16 @@ TOTALS = [("sum", "balance"), ("min", "balance"), ("count", "")]
 
 
 class BankCluster:
-    def __init__(self, settings: Settings, tmp: Path, partitions: int = 2) -> None:
+    def __init__(
+        self, settings: Settings, tmp: Path, partitions: int = 2, recovery: str = "changelog"
+    ) -> None:
         self.settings, self.tmp, self.partitions = settings, tmp, partitions
         self.name = unique("bank2pc").replace("-", "_")
         self.topics = AppTopics(self.name)
         ensure_topics(
             TopicAdmin(settings), self.topics, ["payroll", "payouts"], partitions, oltp=True
         )
-        self.params = json.dumps({"name": self.name})
+        self.params = json.dumps({"name": self.name, "recovery": recovery})
         self.processes: list[ServiceProcess] = []
         self._next_account = 0
 

@@ -19,6 +19,9 @@ class Inputs:
         assert topic == "chain.s0"
         return Batch("s0", offset + 1, batch_tuples(offset + 1, 3, seed=5))
 
+    def raw(self, topic: str, offset: int) -> bytes:
+        raise AssertionError("the chain app has no OLTP transactions to replay")
+
 
 def run_live(journal: Journal) -> tuple[MemoryBase, list[list[JournalEntry]]]:
     """Process every batch, one group each; returns the state and each group's journal."""

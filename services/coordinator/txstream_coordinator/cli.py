@@ -8,6 +8,7 @@ import signal
 from types import FrameType
 
 import typer
+from prometheus_client import start_http_server
 
 from txstream.app import load_app
 from txstream.config import Settings
@@ -22,7 +23,9 @@ app = typer.Typer(help="Coordinate OLTP transactions and 2PC.", no_args_is_help=
 def run(
     app_spec: str = typer.Option(..., "--app", help="module:factory of the App"),
     params: str = typer.Option("{}", help="app parameters as JSON"),
-    http_port: int = typer.Option(0, help="serve the HTTP endpoint on 127.0.0.1:PORT"),
+    http_port: int = typer.Option(0, help="serve the HTTP endpoint on HTTP_HOST:PORT"),
+    http_host: str = typer.Option("127.0.0.1", help="address of the HTTP endpoint"),
+    metrics_port: int = typer.Option(0, help="serve Prometheus metrics on HTTP_HOST:PORT"),
     resend_s: float = typer.Option(2.0, help="resend an unacknowledged decision after this"),
 ) -> None:
     """Serve transactions and queries for the app; restart it and it resolves what it
@@ -44,7 +47,9 @@ def run(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     service.open()
+    if metrics_port:
+        start_http_server(metrics_port, addr=http_host)
     if http_port:
-        serve(TxClient(application.name, settings), http_port)
-        logging.getLogger(__name__).info("HTTP on 127.0.0.1:%d", http_port)
+        serve(TxClient(application.name, settings), http_host, http_port)
+        logging.getLogger(__name__).info("HTTP on %s:%d", http_host, http_port)
     service.run()

@@ -112,9 +112,9 @@ class _Handler(BaseHTTPRequestHandler):
         return  # the access log would drown the coordinator's own
 
 
-def serve(client: TxClient, port: int) -> ThreadingHTTPServer:
-    """Serve on 127.0.0.1:port in a daemon thread; port 0 picks a free one."""
+def serve(client: TxClient, host: str, port: int) -> ThreadingHTTPServer:
+    """Serve on host:port in a daemon thread; port 0 picks a free one."""
     handler = type("Handler", (_Handler,), {"client": client})
-    server = ThreadingHTTPServer(("127.0.0.1", port), handler)
+    server = ThreadingHTTPServer((host, port), handler)
     threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
     return server

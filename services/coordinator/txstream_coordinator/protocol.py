@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,6 +83,7 @@ class Coordinator:
         transactions: Iterable[str] = (),
         tables: Iterable[str] = (),
         resend_s: float = 2.0,
+        on_count: Callable[[str], None] = lambda outcome: None,
     ) -> None:
         self.partitions = partitions
         self.transactions = set(transactions)
@@ -94,6 +95,7 @@ class Coordinator:
         self.reads: dict[str, _Read] = {}
         self.outcomes: OrderedDict[str, bool] = OrderedDict()  # ended 2PC: commit?
         self.counts: dict[str, int] = {}
+        self._on_count = on_count
 
     # -- start -----------------------------------------------------------------------
 
@@ -415,6 +417,7 @@ class Coordinator:
 
     def _count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
+        self._on_count(what)
 
 
 def _bad_key(text: str) -> str | None:

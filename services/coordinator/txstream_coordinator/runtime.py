@@ -28,6 +28,7 @@ from txstream.kafka.clients import (
 from txstream.kafka.read import read_to_committed_end
 from txstream.oltp.messages import CoordinatorLog, EngineReply, TxnRequest, Wire
 from txstream.schemas.registry import SchemaRegistry
+from txstream_coordinator import metrics
 from txstream_coordinator.protocol import Actions, Coordinator
 
 log = logging.getLogger(__name__)
@@ -50,7 +51,13 @@ class CoordinatorService:
         )
         partitions = len(admin.partitions(self.topics.requests))
         decl = self.app.decl
-        self.machine = Coordinator(partitions, decl.transactions, decl.tables, self.resend_s)
+        self.machine = Coordinator(
+            partitions,
+            decl.transactions,
+            decl.tables,
+            self.resend_s,
+            on_count=lambda outcome: metrics.OUTCOMES.labels(outcome).inc(),
+        )
         self.producer = Producer(
             {
                 **transactional_producer_config(
@@ -64,6 +71,7 @@ class CoordinatorService:
         records = list(self._log())
         acts = self.machine.recover(records, time.monotonic())
         self.recovery_s = time.monotonic() - started
+        metrics.RECOVERY_SECONDS.set(self.recovery_s)
         in_doubt = len(self.machine.active)
         log.info(
             "coordinator of %s: epoch %d, %d log records, %d in doubt, %d partitions",
@@ -106,6 +114,7 @@ class CoordinatorService:
                 acts.extend(self._handle(msg, now))
         acts.extend(self.machine.tick(time.monotonic()))
         self._flush(acts)
+        metrics.IN_DOUBT.set(len(self.machine.active))
 
     def _handle(self, msg: Message, now: float) -> Actions:
         topic = msg.topic() or ""

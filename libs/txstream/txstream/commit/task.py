@@ -30,13 +30,12 @@ from txstream.config import Settings
 from txstream.engine.executor import PartitionEngine, position_key
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import transactional_producer_config
-from txstream.model.errors import DataflowError
 from txstream.oltp.messages import Decision, EngineRequest, Wire
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.recovery.replay import replay
 from txstream.recovery.snapshots import Snapshots
-from txstream.recovery.sources import BorderSources
+from txstream.recovery.sources import BorderSources, RecoveryError
 from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.store import (
@@ -92,11 +91,6 @@ class EngineTask:
         registry = SchemaRegistry(settings.schema_dir)
         mode = self.recovery.mode
         self.oltp = bool(app.decl.transactions)
-        if self.oltp and mode.logged:
-            raise DataflowError(
-                f"app {app.name!r} registers OLTP transactions, which the {mode} command log "
-                "does not record yet: use recovery='changelog'"
-            )
         self.log_codec = (
             CommandLogCodec(registry, app.name, partition, mode) if mode.logged else None
         )
@@ -150,7 +144,7 @@ class EngineTask:
             by_topic = {t: self.batch_codecs[s] for t, s in self.stream_of_topic.items()}
             sources = BorderSources(self.settings, self.partition, by_topic)
             n = replay(self.engine, self.state, self.codec, self.log_codec, sources,
-                       self.settings, self.topics.command_log)  # fmt: skip
+                       self.settings, self.topics.command_log, oltp=self._replay_oltp)  # fmt: skip
         self.recovered_records, self.recovered_s = n, time.monotonic() - started
         log.info("recovered p%d: %d %s records in %.2fs",
                  self.partition, n, self.log_name, self.recovered_s)  # fmt: skip
@@ -233,15 +227,24 @@ class EngineTask:
         try:
             if value is None:
                 raise ValueError("empty record value")
-            if topic == self.topics.decisions:
-                self.engine.transactions.decide(self.wire.decode(Decision, value))
-            elif not self.engine.transactions.request(self.wire.decode(EngineRequest, value)):
+            if not self._apply_oltp(topic, value):
                 return False
         except (ValueError, TypeError, EOFError, KeyError) as e:
             self.engine.reject(topic, (topic, self.partition, offset), "undecodable", str(e))
             return True
+        self.engine.journal_oltp(topic, offset)
         self.engine.set_position(topic, offset + 1)
         return True
+
+    def _apply_oltp(self, topic: str, value: bytes) -> bool:
+        if topic == self.topics.decisions:
+            self.engine.transactions.decide(self.wire.decode(Decision, value))
+            return True
+        return self.engine.transactions.request(self.wire.decode(EngineRequest, value))
+
+    def _replay_oltp(self, topic: str, value: bytes) -> None:
+        if not self._apply_oltp(topic, value):
+            raise RecoveryError(f"replayed {topic} record conflicts with a prepared transaction")
 
     def tick(self, inquire_every_s: float = 3.0) -> None:
         """Time passes: a participant blocked on a 2PC decision asks for it again."""

@@ -29,6 +29,7 @@ from txstream.model.errors import StateUnavailable, TxnAbort
 from txstream.oltp.messages import EngineReply
 
 SYS_TABLE = "__sys__"
+OLTP_STREAM = "__oltp__"  # journal entries for coordinator requests and decisions
 
 
 @dataclass(frozen=True)
@@ -196,6 +197,12 @@ class PartitionEngine:
             for proc in self.df.consumers.get(stream, ()):
                 if (proc.name, stream, batch_id) not in done:
                     self._dispatch(self.group.ws, proc, stream, batch_id, tuples)
+
+    def journal_oltp(self, topic: str, offset: int) -> None:
+        """Log a coordinator request or decision handled here, by where to read it again:
+        both recovery modes replay OLTP transactions, in the order they ran."""
+        if self.journal is not Journal.NONE:
+            self.group.journal.append(JournalEntry(OLTP_STREAM, -1, None, topic, offset))
 
     def set_sys(self, key: tuple[str, str, int], value: int) -> None:
         self.group.ws.put(SYS_TABLE, key, {"value": value})

@@ -16,7 +16,7 @@ from typing import Protocol
 from txstream.commit.committed_state import CommittedState
 from txstream.commit.state_codec import StateCodec
 from txstream.config import Settings
-from txstream.engine.executor import Journal, JournalEntry, PartitionEngine
+from txstream.engine.executor import OLTP_STREAM, Journal, JournalEntry, PartitionEngine
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.read import read_to_committed_end
 from txstream.recovery.command_log import CommandLogCodec
@@ -30,6 +30,15 @@ Done = set[tuple[str, str, int]]
 class Sources(Protocol):
     def get(self, topic: str, offset: int) -> Batch: ...
 
+    def raw(self, topic: str, offset: int) -> bytes: ...
+
+
+OltpHandler = Callable[[str, bytes], None]  # (topic, record value): apply it again
+
+
+def _no_oltp(topic: str, value: bytes) -> None:
+    raise RecoveryError(f"the log names a coordinator message on {topic}, but no handler")
+
 
 def replay(
     engine: PartitionEngine,
@@ -42,6 +51,7 @@ def replay(
     *,
     apply_every: int = 2_000,
     progress: Callable[[int], None] | None = None,
+    oltp: OltpHandler = _no_oltp,
 ) -> int:
     """Replay `log_topic[partition]` from where the state stands; returns the records read."""
     partition, start = engine.partition, state.log_offset()
@@ -58,7 +68,7 @@ def replay(
     try:
         for msg in read_to_committed_end(settings, log_topic, partition, start):
             record = log_codec.decode(msg.value() or b"")
-            replay_entries(engine, record.entries, sources, done if strong else None)
+            replay_entries(engine, record.entries, sources, done if strong else None, oltp)
             for topic, offset in record.positions.items():
                 engine.set_position(topic, offset)
             count, next_offset = count + 1, (msg.offset() or 0) + 1
@@ -79,11 +89,17 @@ def replay_entries(
     entries: Sequence[JournalEntry],
     sources: Sources,
     done: Done | None,
+    oltp: OltpHandler = _no_oltp,
 ) -> None:
     """Run one log record's entries: strong (PE triggers off) when `done` tracks the
-    consumed interior batches, weak (triggers on) when it is None."""
+    consumed interior batches, weak (triggers on) when it is None. OLTP requests and
+    decisions run again the same way in both modes."""
     for entry in entries:
-        if done is not None:
+        if entry.stream == OLTP_STREAM:
+            if entry.topic is None or entry.offset is None:
+                raise RecoveryError("an OLTP log entry has no input offset")
+            oltp(entry.topic, sources.raw(entry.topic, entry.offset))
+        elif done is not None:
             _replay_strong(engine, sources, entry, done)
         else:
             _replay_weak(engine, sources, entry)

@@ -1,4 +1,5 @@
-"""Border input batches by offset, for replay: the input topics are the upstream backup.
+"""Border input batches (and coordinator messages) by offset, for replay: the input topics
+are the upstream backup.
 
 Replay asks for offsets in rising order per topic, so each topic is read once, forward,
 from the first offset the log names.
@@ -25,9 +26,13 @@ class BorderSources:
         self.partition = partition
         self.codecs = codecs  # by topic
         self._readers: dict[str, Iterator[Message]] = {}
-        self._last: dict[str, tuple[int, Batch]] = {}
+        self._last: dict[str, tuple[int, bytes]] = {}
 
     def get(self, topic: str, offset: int) -> Batch:
+        return self.codecs[topic].decode(self.raw(topic, offset))
+
+    def raw(self, topic: str, offset: int) -> bytes:
+        """The record value at `offset`: a batch, or a coordinator request or decision."""
         last = self._last.get(topic)
         if last is not None and last[0] == offset:
             return last[1]
@@ -41,9 +46,8 @@ class BorderSources:
                 value = msg.value()
                 if value is None:
                     break
-                batch = self.codecs[topic].decode(value)
-                self._last[topic] = (at, batch)
-                return batch
+                self._last[topic] = (at, value)
+                return value
             if at > offset:
                 break
         raise RecoveryError(

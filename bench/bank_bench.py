@@ -1,0 +1,130 @@
+"""Bank transfers per second (TSpoon's workload), single- and multi-partition, with aborts.
+
+    .venv/bin/python bench/bank_bench.py --accounts 100000 --transfers 5000
+
+For each mix (only single-partition pairs, only multi-partition pairs, TSpoon's uniform
+random pairs) it runs `txstream bank run` in-process: 2 worker processes over 4 partition
+engines, one coordinator, one client keeping 64 transfers in flight, snapshot totals every
+second. Each run is a fresh app; its topics are deleted after it. The money must be
+conserved in every snapshot, or the run is reported as failed. Prints the markdown table
+for docs/benchmarks.md and writes JSON (--out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import uuid
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from bank.run import BankConfig, BankReport, BankRun
+from confluent_kafka.admin import AdminClient
+from machine_info import machine, machine_text
+
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import common_config
+from txstream.stack.stack import Stack
+
+TSPOON_PER_S = 8580  # 50 cores, PL3
+VOLTDB_MULTI_PER_S = 344
+
+
+def run_one(settings: Settings, args: argparse.Namespace, mix: str) -> BankReport:
+    name = f"bankbench_{mix}_{uuid.uuid4().hex[:8]}"
+    config = BankConfig(
+        args.accounts,
+        args.transfers,
+        args.partitions,
+        args.workers,
+        args.in_flight,
+        seed=1,
+        name=name,
+        mix=mix,
+    )
+    print(f"{mix}: {args.transfers} transfers ...", file=sys.stderr, flush=True)
+    try:
+        return BankRun(config, settings).run()
+    finally:
+        if not args.keep_topics:
+            mine = [t for t in TopicAdmin(settings).list_topics() if t.startswith(f"{name}.")]
+            AdminClient(common_config(settings)).delete_topics(mine, operation_timeout=30)
+
+
+def row(mix: str, r: BankReport) -> dict[str, Any]:
+    n = sum(r.outcomes.values()) or 1
+    aborted = {k: v for k, v in r.outcomes.items() if "aborted" in k}
+    return {
+        "mix": mix,
+        "transfers_per_s": round(r.rate(""), 1),
+        "single_per_s": round(r.rate("single"), 1),
+        "multi_per_s": round(r.rate("multi"), 1),
+        "abort_rate": round(sum(aborted.values()) / n, 4),
+        "aborts": aborted,
+        "unknown": r.unknown,
+        "elapsed_s": round(r.elapsed_s, 1),
+        "snapshots": len(r.snapshots),
+        "conserved": not r.violations(),
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| mix | transfers/s | single-partition/s | multi-partition/s | abort rate | "
+        "aborts by reason | snapshots | money conserved |",
+        "|---|---:|---:|---:|---:|---|---:|---|",
+    ]
+    for r in rows:
+        reasons = ", ".join(f"{k}: {v}" for k, v in sorted(r["aborts"].items())) or "none"
+        lines.append(
+            f"| {r['mix']} | {r['transfers_per_s']:,.0f} | {r['single_per_s']:,.0f} | "
+            f"{r['multi_per_s']:,.0f} | {r['abort_rate']:.1%} | {reasons} | {r['snapshots']} | "
+            f"{'yes' if r['conserved'] else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--accounts", type=int, default=100_000)
+    p.add_argument("--transfers", type=int, default=5000)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--in-flight", type=int, default=64)
+    p.add_argument("--mixes", default="single,multi,uniform")
+    p.add_argument("--out", type=Path, default=Path("docs/figures/bank_bench.json"))
+    p.add_argument("--keep-topics", action="store_true")
+    args = p.parse_args()
+    settings = Settings()
+    Stack(settings).up(lambda line: print(line, file=sys.stderr))
+    rows = [row(mix, run_one(settings, args, mix)) for mix in args.mixes.split(",")]
+    m = machine()
+    doc = {
+        "date": date.today().isoformat(),
+        "machine": m,
+        "command": " ".join(
+            [".venv/bin/python bench/bank_bench.py", *map(shlex.quote, sys.argv[1:])]
+        ),
+        "config": {k: v for k, v in vars(args).items() if k != "out"},
+        "rows": rows,
+        "anchors": {"tspoon_per_s": TSPOON_PER_S, "voltdb_multi_per_s": VOLTDB_MULTI_PER_S},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2, default=str))
+    print(f"\n{doc['date']}, {machine_text(m)}; `{doc['command']}`\n")
+    print(table(rows))
+    multi = next((r["multi_per_s"] for r in rows if r["mix"] == "multi"), None)
+    if multi is not None:
+        print(
+            f"\nmulti-partition vs VoltDB's {VOLTDB_MULTI_PER_S}/s: "
+            f"{multi / VOLTDB_MULTI_PER_S:.2f}x"
+        )
+    return 0 if all(r["conserved"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,33 @@
+"""The machine a benchmark ran on, for the figures recorded in docs/benchmarks.md."""
+
+from __future__ import annotations
+
+import os
+import platform
+from pathlib import Path
+from typing import Any
+
+
+def ram_gib() -> float | None:
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                return int(line.split()[1]) / 1024**2
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def machine() -> dict[str, Any]:
+    ram = ram_gib()
+    return {
+        "node": platform.node(),
+        "cores": os.cpu_count(),
+        "ram_gib": None if ram is None else round(ram, 1),
+        "python": platform.python_version(),
+    }
+
+
+def machine_text(m: dict[str, Any]) -> str:
+    ram = "? GiB" if m["ram_gib"] is None else f"{m['ram_gib']:.1f} GiB"
+    return f"{m['cores']} cores, {ram} RAM, Python {m['python']}"
