@@ -50,8 +50,9 @@ class BankCluster:
     def worker(self, failpoints: str = "") -> ServiceProcess:
         return self._start(["worker", "run"], "worker.log", failpoints)
 
-    def coordinator(self, failpoints: str = "") -> ServiceProcess:
-        return self._start(["coordinator", "run"], "coordinator.log", failpoints)
+    def coordinator(self, failpoints: str = "", http_port: int = 0) -> ServiceProcess:
+        args = ["coordinator", "run", "--http-port", str(http_port)]
+        return self._start(args, "coordinator.log", failpoints)
 
     def stop_all(self) -> None:
         for proc in self.processes:

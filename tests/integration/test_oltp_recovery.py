@@ -4,6 +4,7 @@ The command log records each coordinator request and decision an engine handled,
 offset, in the order they ran. Here a worker is SIGKILLed right after voting on a 2PC
 transaction and its RocksDB is deleted: the replay must rebuild every committed transfer
 and the prepared (still undecided) one, which then commits or aborts with the rest.
+`make test` runs strong; `make faults` (TXSTREAM_FAULTS=long) runs weak as well.
 """
 
 from __future__ import annotations
@@ -15,13 +16,14 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import KafkaEnv
+from tests.faults.scale import LONG
 from tests.integration.bank_cluster import BankCluster, wait_for_text
 from tests.integration.test_two_phase import KILLED, transfer_fragments, unblocked
 
 pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(params=["strong", "weak"])
+@pytest.fixture(params=["strong", "weak"] if LONG else ["strong"])
 def cluster(
     request: pytest.FixtureRequest, kafka: KafkaEnv, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[BankCluster]:

@@ -7,14 +7,20 @@ are unblocked (a later transfer over the same accounts commits).
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 
-from tests.conftest import KafkaEnv
+from tests.conftest import KafkaEnv, free_port
 from tests.integration.bank_cluster import BankCluster, wait_for_text
-from tests.service_process import ServiceProcess
+from tests.service_process import TXSTREAM, ServiceProcess
 from txstream.oltp.client import TxClient, fragment
 from txstream.oltp.messages import Fragment
 
@@ -139,3 +145,90 @@ def test_lost_decision_is_resent(cluster: BankCluster, coordinator: list[Service
         assert (cluster.balance(client, a), cluster.balance(client, b)) == (70, 130)
         wait_for_text(coordinator[0].log, "failpoint: dropping the decision", 5)
         unblocked(cluster, client, a, b)
+
+
+def test_http_endpoint_and_cli(cluster: BankCluster, coordinator: list[ServiceProcess]) -> None:
+    """The same transactions and queries through HTTP and `txstream call/query`."""
+    port = free_port()
+    coordinator.append(cluster.coordinator(http_port=port))
+    base = f"http://127.0.0.1:{port}"
+    with cluster.client() as client:
+        a, b = cluster.accounts_apart()
+        cluster.open(client, a, b)
+    body = {
+        "fragments": [
+            {"key": a, "procedure": "debit", "params": {"account": a, "amount": 5}},
+            {"key": b, "procedure": "credit", "params": {"account": b, "amount": 5}},
+        ]
+    }
+    status, reply = http(f"{base}/transactions", body)
+    assert (status, reply["status"], reply["results"]) == (200, "committed", [95, 105])
+    status, reply = http(f"{base}/tables/accounts?key=[{a}]")  # snapshot: waits for 2PC
+    assert (status, reply["rows"]) == (200, [[[a], {"balance": 95}]])
+    status, reply = http(f"{base}/tables/accounts?key=[{b}]&isolation=read_committed")
+    assert (status, reply["rows"]) == (200, [[[b], {"balance": 105}]])
+    status, reply = http(f"{base}/transactions", {"fragments": [{"key": a, "procedure": "nope"}]})
+    assert status == 400 and "no transaction 'nope'" in reply["detail"]
+    status, reply = http(f"{base}/tables/accounts?where=balance<<1")
+    assert status == 400 and "balance<<1" in reply["error"]
+
+    env = {
+        **os.environ,
+        "TXSTREAM_HOME": str(cluster.settings.home),
+        "TXSTREAM_KAFKA_BOOTSTRAP": cluster.settings.bootstrap_servers,
+    }
+    overdraw = subprocess.run(
+        [
+            TXSTREAM,
+            "call",
+            "--app",
+            cluster.name,
+            "--procedure",
+            "debit",
+            "--key",
+            str(a),
+            "--params",
+            json.dumps({"account": a, "amount": 1000}),
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert overdraw.returncode == 1, overdraw.stderr
+    outcome = json.loads(overdraw.stdout)
+    assert (outcome["status"], outcome["reason"]) == ("aborted", "constraint_violation")
+    assert f"accounts[{a}] violates balance >= 0" in outcome["detail"]
+    rows = subprocess.run(
+        [
+            TXSTREAM,
+            "query",
+            "--app",
+            cluster.name,
+            "--table",
+            "accounts",
+            "--where",
+            f"balance>{100}",
+            "--agg",
+            "count",
+            "--agg",
+            "max:balance",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    totals = json.loads(rows.stdout)["row"]
+    assert totals["max_balance"] >= 105 and totals["count"] >= 1
+
+
+def http(url: str, body: object | None = None) -> tuple[int, dict[str, Any]]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())

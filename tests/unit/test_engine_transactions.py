@@ -225,19 +225,20 @@ def rows_of(engine: PartitionEngine) -> list[list[object]]:
 
 def test_isolation_and_where_conditions() -> None:
     engine, _ = opened(1, 2, 3)
-    assert run(engine, "1.1", move("debit", 1, 40), move("debit", 3, 95))  # not committed
+    assert run(engine, "1.1", move("debit", 1, 40), move("debit", 3, 95))  # in this group
     key1 = key_json((1,))
     assert read(engine, Query("accounts", "read_committed", key1))
-    assert rows_of(engine) == [[[1], {"balance": 100}]]
-    assert read(engine, Query("accounts", "snapshot", key1))
-    assert rows_of(engine) == [[[1], {"balance": 60}]]
+    assert rows_of(engine) == [[[1], {"balance": 60}]]  # the reply commits with the group
     low = json.dumps([["balance", "<", 80]])
     assert read(engine, Query("accounts", "snapshot", where=low))
     assert rows_of(engine) == [[[1], {"balance": 60}], [[3], {"balance": 5}]]
-    assert read(engine, Query("accounts", "read_committed", where=low))
-    assert rows_of(engine) == []
     assert read(engine, Query("accounts", where=json.dumps([["balance", ">=", 100]])))
     assert rows_of(engine) == [[[2], {"balance": 100}]]
+    assert send(engine, "prepare", "1.2", move("debit", 2, 30))  # holds account 2
+    key2 = key_json((2,))
+    assert not read(engine, Query("accounts", "snapshot", key2))  # waits for the decision
+    assert read(engine, Query("accounts", "read_committed", key2))  # does not wait...
+    assert rows_of(engine) == [[[2], {"balance": 100}]]  # ...and sees the before-image
 
 
 def test_bad_reads_fail_with_a_reason() -> None:

@@ -222,17 +222,21 @@ class Transactions:
                 req=req,
             )
             return
-        # read_committed sees only what Kafka committed; snapshot also sees this group.
-        ws = WriteSet() if q.isolation == "read_committed" else self.engine.group.ws
-        base = self.engine.base
+        # Both read the engine's current state (the reply commits with this group, so it
+        # reports nothing a crash could undo). Snapshot waits for prepared transactions on
+        # the rows it reads; read_committed does not, and sees their before-images.
+        ws, base = self.engine.group.ws, self.engine.base
+        snapshot = q.isolation == "snapshot"
         try:
             if q.key is not None:
                 key = key_of(q.key)
-                self.guard(q.table, key)
+                if snapshot:
+                    self.guard(q.table, key)
                 row = read(ws, base, q.table, key)
                 found: list[tuple[Key, Record]] = [] if row is None else [(key, row)]
             else:
-                self.guard(q.table, None)
+                if snapshot:
+                    self.guard(q.table, None)
                 found = list(scan(ws, base, q.table, ()))
             conds = conditions_of(q.where)
             matched = [(k, r) for k, r in found if matches(r, conds)]

@@ -35,6 +35,8 @@ def parse_condition(text: str) -> Condition:
             f"condition {text!r} is not 'field op value' with op one of {', '.join(OPS)}"
         )
     field, op, raw = m.groups()
+    if raw[0] in "<>=!":
+        raise ValueError(f"condition {text!r}: the value {raw!r} starts with an operator")
     try:
         value = json.loads(raw)
     except json.JSONDecodeError:
@@ -60,8 +62,8 @@ def matches(row: Record, conditions: Sequence[Condition]) -> bool:
         try:
             if not OPS[op](row[field], value):
                 return False
-        except TypeError:
-            return False
+        except TypeError as e:
+            raise ValueError(f"cannot compare {field} = {row[field]!r} with {value!r}") from e
     return True
 
 
