@@ -73,6 +73,7 @@ bench: up
 	$(BIN)/python bench/leaderboard_bench.py --votes 20000 --profile
 	$(BIN)/python bench/sequencer_bench.py --events 50000
 	$(BIN)/python bench/recovery_bench.py --batches 5000 --batches-off 100 --recovery-batches 5000,50000
+	$(BIN)/python bench/bank_bench.py --accounts 100000 --transfers 3000
 
 clean: down
 	rm -rf .txstream build

@@ -23,10 +23,14 @@ from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from confluent_kafka import ConsumerGroupState
+from confluent_kafka.admin import AdminClient
+
 from bank.dataflow import INITIAL_BALANCE
 from txstream.commit.topics import AppTopics, ensure_topics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import common_config
 from txstream.oltp.client import OltpTimeout, TxClient, fragment
 from txstream.oltp.messages import TxnResult
 from txstream.oltp.routing import partition_of
@@ -166,6 +170,7 @@ class BankRun:
         try:
             with TxClient(c.name, self.settings, timeout_s=c.timeout_s) as client:
                 self._open_accounts(client)
+                self._wait_for_workers()
                 self._started = time.monotonic()
                 checker = threading.Thread(target=self._snapshots, args=(client,), daemon=True)
                 checker.start()
@@ -180,6 +185,19 @@ class BankRun:
                 self.report.restarts[s.files.name] = s.restarts()
                 s.stop()
         return self.report
+
+    def _wait_for_workers(self, timeout_s: float = 120.0) -> None:
+        """Until every worker is in the group and the partitions are spread: a rebalance
+        inside the measured run would stall it."""
+        admin = AdminClient(common_config(self.settings))
+        group = f"txstream-{self.config.name}"
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            desc = admin.describe_consumer_groups([group])[group].result(30)
+            if desc.state == ConsumerGroupState.STABLE and len(desc.members) == self.config.workers:
+                return
+            self._done.wait(0.2)
+        raise RuntimeError(f"the {self.config.workers} workers did not join {group} in time")
 
     def _owned(self) -> dict[int, list[int]]:
         owned: dict[int, list[int]] = {}

@@ -33,6 +33,8 @@ from txstream_coordinator.protocol import Actions, Coordinator
 
 log = logging.getLogger(__name__)
 
+POLL_S = 0.005
+
 
 class CoordinatorService:
     def __init__(self, app: App, settings: Settings, resend_s: float = 2.0) -> None:
@@ -106,10 +108,11 @@ class CoordinatorService:
             self.close()
 
     def step(self, max_records: int = 2000) -> None:
-        busy = bool(self.machine.active or self.machine.reads)
         acts = Actions()
         now = time.monotonic()
-        for msg in self.consumer.consume(max_records, timeout=0.005 if busy else 0.05):
+        # consume() waits out its whole timeout unless max_records arrive: keep it short,
+        # since every client and every 2PC participant waits on this loop.
+        for msg in self.consumer.consume(max_records, timeout=POLL_S):
             if msg.error() is None:
                 acts.extend(self._handle(msg, now))
         acts.extend(self.machine.tick(time.monotonic()))

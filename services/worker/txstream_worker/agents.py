@@ -15,7 +15,7 @@ from typing import Any
 import faust
 
 from txstream.app import App
-from txstream.commit.task import CommitPolicy
+from txstream.commit.task import OLTP_GROUP_MS, CommitPolicy
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.recovery.policy import RecoveryPolicy
@@ -92,7 +92,9 @@ def faust_app(
     fapp.on_partitions_assigned.connect(on_assigned)
     fapp.on_partitions_revoked.connect(on_revoked)
     fapp.on_before_shutdown.connect(on_shutdown)
-    fapp.timer(max(policy.interval_ms, 100) / 1000)(idle_commit)
+    # OLTP replies wait at most OLTP_GROUP_MS for a commit, so such apps check more often.
+    idle_ms = OLTP_GROUP_MS if app.decl.transactions else max(policy.interval_ms, 100)
+    fapp.timer(idle_ms / 1000)(idle_commit)
     return fapp
 
 

@@ -96,6 +96,8 @@ class EngineHost:
                 engine.task.handle(topic, offset, value)
                 if engine.task.commit_due():
                     await self._commit(engine)
+            if engine.task.commit_due(end_of_run=True):
+                await self._commit(engine)
 
     async def commit_all(self, force: bool = False) -> None:
         for engine in list(self.engines.values()):
@@ -103,7 +105,7 @@ class EngineHost:
                 continue
             async with engine.lock:
                 engine.task.tick()
-                if force or engine.task.commit_due():
+                if force or engine.task.commit_due(end_of_run=True):
                     await self._commit(engine)
 
     async def close_all(self) -> None:

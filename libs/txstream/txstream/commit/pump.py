@@ -39,7 +39,7 @@ class TaskPump:
                 if self.task.commit_due():
                     commits.append(self.task.commit())
         self.task.tick()
-        if self.task.commit_due():
+        if self.task.commit_due(end_of_run=True):
             commits.append(self.task.commit())
         return commits
 

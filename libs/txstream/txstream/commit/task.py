@@ -48,6 +48,7 @@ from txstream.state.store import (
 log = logging.getLogger(__name__)
 
 STORE_LOCK_WAIT_S = 60.0
+OLTP_GROUP_MS = 10
 
 
 @dataclass(frozen=True)
@@ -255,16 +256,22 @@ class EngineTask:
     def blocked(self) -> bool:
         return self.engine.transactions.blocked
 
-    def commit_due(self) -> bool:
+    def commit_due(self, end_of_run: bool = False) -> bool:
+        """Whether to commit now; `end_of_run` when the records at hand are all handled,
+        which is when a waiting 2PC vote is committed (votes in one run share a commit)."""
         group = self.engine.group
         if not group.ws.tables and not group.replies:
             return False
+        if end_of_run and group.urgent:
+            return True
         elapsed_ms = (time.monotonic() - self._group_started) * 1000
-        return (
-            group.urgent
-            or group.batches >= self.policy.max_batches
-            or elapsed_ms >= self.policy.interval_ms
+        # A client waits on each OLTP reply: such a group waits at most OLTP_GROUP_MS.
+        wait_ms = (
+            min(self.policy.interval_ms, OLTP_GROUP_MS)
+            if group.replies
+            else (self.policy.interval_ms)
         )
+        return group.batches >= self.policy.max_batches or elapsed_ms >= wait_ms
 
     def commit(self) -> dict[str, Any]:
         """Commit the pending group, if any; returns its counts for metrics and progress."""

@@ -109,7 +109,7 @@ class TxClient:
 
     def _read(self) -> None:
         while not self._stop.is_set():
-            for msg in self.consumer.consume(500, timeout=0.05):
+            for msg in self.consumer.consume(500, timeout=0.005):  # waits out the timeout
                 if msg.error() is not None or not msg.value():
                     continue
                 result = self.wire.decode(TxnResult, msg.value() or b"")
