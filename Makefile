@@ -61,7 +61,7 @@ integration: setup
 	$(BIN)/pytest -q tests/integration
 
 test: setup lint
-	$(BIN)/pytest -q -ra tests
+	$(BIN)/pytest -q -ra --durations=12 tests
 
 # The fault suite at full length: more votes, more kills, three seeds per case.
 # A failing case names its seed; rerun it alone with TXSTREAM_FAULT_SEED=<seed>.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -66,28 +67,32 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(HTTPStatus.NOT_FOUND, {"error": f"no route {url.path}"})
             return
         qs = parse_qs(url.query)
-        try:
+
+        def query() -> TxnResult:
             key = key_of(qs["key"][0]) if "key" in qs else None
             where = [parse_condition(c) for c in qs.get("where", [])]
             isolation = qs.get("isolation", ["snapshot"])[0]
-            result = self.client.query(parts[1], key, where, isolation)
-        except ValueError as e:
-            self._send(HTTPStatus.BAD_REQUEST, {"error": str(e)})
-            return
-        except OltpTimeout as e:
-            self._send(HTTPStatus.GATEWAY_TIMEOUT, {"error": str(e)})
-            return
-        self._answer(result)
+            return self.client.query(parts[1], key, where, isolation)
+
+        self._serve(query)
 
     def do_POST(self) -> None:
         if urlparse(self.path).path != "/transactions":
             self._send(HTTPStatus.NOT_FOUND, {"error": f"no route {self.path}"})
             return
-        try:
+
+        def call() -> TxnResult:
             length = int(self.headers.get("Content-Length", "0"))
             body = json.loads(self.rfile.read(length) or b"null")
             timeout = float(body.get("timeout_s", self.client.timeout_s))
-            result = self.client.call(fragments_of(body), timeout)
+            return self.client.call(fragments_of(body), timeout)
+
+        self._serve(call)
+
+    def _serve(self, request: Callable[[], TxnResult]) -> None:
+        """Run the request; a bad one is a 400 naming what is wrong, no answer a 504."""
+        try:
+            result = request()
         except (ValueError, AttributeError) as e:
             self._send(HTTPStatus.BAD_REQUEST, {"error": str(e)})
             return

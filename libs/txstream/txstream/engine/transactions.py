@@ -154,35 +154,31 @@ class Transactions:
             if not locks:
                 del self.locks[table]
 
-    def _run(self, req: EngineRequest, stale: bool) -> None:
-        group = self.engine.group
-        outcome: tuple[WriteSet, str] | _Failed
+    def _attempt(self, req: EngineRequest, stale: bool) -> tuple[WriteSet, str] | _Failed:
         if stale:
-            outcome = _Failed("fenced", "stale coordinator epoch")
-        else:
-            outcome = self._execute(req.fragments)
+            return _Failed("fenced", "stale coordinator epoch")
+        if req.kind == "prepare" and req.txn_id in self._aborted:
+            return _Failed("aborted", "the coordinator aborted it before it was prepared")
+        return self._execute(req.fragments)
+
+    def _run(self, req: EngineRequest, stale: bool) -> None:
+        outcome = self._attempt(req, stale)
         if isinstance(outcome, _Failed):
             self._reply(req.txn_id, "result", False, outcome.reason, outcome.detail, req=req)
             return
         ws, results = outcome
-        ws.merge_into(group.ws)
+        ws.merge_into(self.engine.group.ws)
         self._reply(req.txn_id, "result", True, results=results, req=req)
 
     def _prepare(self, req: EngineRequest, stale: bool) -> None:
-        group = self.engine.group
-        if stale:
-            outcome: tuple[WriteSet, str] | _Failed = _Failed("fenced", "stale coordinator epoch")
-        elif req.txn_id in self._aborted:
-            outcome = _Failed("aborted", "the coordinator aborted it before it was prepared")
-        else:
-            outcome = self._execute(req.fragments)
+        outcome = self._attempt(req, stale)
         if isinstance(outcome, _Failed):
             self._reply(req.txn_id, "vote", False, outcome.reason, outcome.detail, req=req)
             return
         ws, results = outcome
         ws.parent = None  # held on its own: the group it read through is committed meanwhile
         held = Prepared(req.txn_id, req.epoch, ws, req.request_id, req.reply_to, results)
-        group.ws.put(
+        self.engine.group.ws.put(
             PREPARED_TABLE,
             (req.txn_id,),
             {
