@@ -39,6 +39,7 @@ class BankCluster:
         self.params = json.dumps({"name": self.name, "recovery": recovery})
         self.processes: list[ServiceProcess] = []
         self._next_account = 0
+        self.worker_metrics = 0  # the port a test gave its worker's metrics, if any
 
     def _start(self, args: list[str], log: str, failpoints: str) -> ServiceProcess:
         env = {"TXSTREAM_FAILPOINTS": failpoints} if failpoints else {}
@@ -47,11 +48,21 @@ class BankCluster:
         self.processes.append(proc)
         return proc
 
-    def worker(self, failpoints: str = "") -> ServiceProcess:
-        return self._start(["worker", "run"], "worker.log", failpoints)
+    def worker(self, failpoints: str = "", metrics_port: int = 0) -> ServiceProcess:
+        args = ["worker", "run", "--metrics-port", str(metrics_port)]
+        return self._start(args, "worker.log", failpoints)
 
-    def coordinator(self, failpoints: str = "", http_port: int = 0) -> ServiceProcess:
-        args = ["coordinator", "run", "--http-port", str(http_port)]
+    def coordinator(
+        self, failpoints: str = "", http_port: int = 0, metrics_port: int = 0
+    ) -> ServiceProcess:
+        args = [
+            "coordinator",
+            "run",
+            "--http-port",
+            str(http_port),
+            "--metrics-port",
+            str(metrics_port),
+        ]
         return self._start(args, "coordinator.log", failpoints)
 
     def stop_all(self) -> None:

@@ -32,7 +32,8 @@ KILLED = -signal.SIGKILL
 @pytest.fixture(scope="module")
 def cluster(kafka: KafkaEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BankCluster]:
     c = BankCluster(kafka.settings, tmp_path_factory.mktemp("bank2pc"))
-    c.worker()
+    c.worker_metrics = free_port()
+    c.worker(metrics_port=c.worker_metrics)
     try:
         yield c
     finally:
@@ -232,3 +233,35 @@ def http(url: str, body: object | None = None) -> tuple[int, dict[str, Any]]:
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
+
+
+def test_metrics_count_what_ran(cluster: BankCluster, coordinator: list[ServiceProcess]) -> None:
+    port = free_port()
+    coordinator.append(cluster.coordinator(metrics_port=port))
+    with cluster.client() as client:
+        a, b = cluster.accounts_apart()
+        cluster.open(client, a, b)
+        assert cluster.transfer(client, a, b, 10).ok
+        assert not cluster.transfer(client, a, b, 1000).ok  # an overdraft
+    worker = scrape(cluster.worker_metrics)
+    app = f'app="{cluster.name}"'
+    assert worker[f'txstream_2pc_participant_total{{{app},event="vote_yes"}}'] >= 2
+    assert worker[f'txstream_te_seconds_count{{{app},procedure="debit"}}'] >= 2
+    assert any(k.startswith("txstream_group_commit_seconds_count") for k in worker)
+    assert any(k.startswith("txstream_recovery_seconds") for k in worker)
+    coord = scrape(port)
+    assert coord['txstream_coordinator_outcomes_total{outcome="2pc_committed"}'] >= 1
+    violation = 'txstream_coordinator_outcomes_total{outcome="2pc_aborted_constraint_violation"}'
+    assert coord[violation] >= 1
+
+
+def scrape(port: int) -> dict[str, float]:
+    """`name{labels}` -> value, from a /metrics page (labels in the order served)."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as resp:
+        text = resp.read().decode()
+    samples = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            samples[name] = float(value)
+    return samples

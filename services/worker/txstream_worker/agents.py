@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from typing import Any
 
 import faust
+from faust.types import TP
 
 from txstream.app import App
 from txstream.commit.task import OLTP_GROUP_MS, CommitPolicy
@@ -24,6 +25,7 @@ from txstream_worker.transport import SCHEME
 
 Agent = Callable[[Any], Coroutine[Any, Any, None]]
 OLTP_WAIT_S = 0.002
+LAG_INTERVAL_S = 1.0
 
 
 def broker_urls(bootstrap_servers: str) -> str:
@@ -89,6 +91,17 @@ def faust_app(
     async def idle_commit() -> None:
         await host.commit_all()
 
+    def highwater(tp: TP) -> int | None:
+        try:
+            end: int = fapp.consumer.highwater(tp)
+        except Exception:  # not assigned here (any more), or not fetched yet
+            return None
+        return end
+
+    async def measure_lag() -> None:
+        await host.measure_lag(highwater)
+
+    fapp.timer(LAG_INTERVAL_S)(measure_lag)
     fapp.on_partitions_assigned.connect(on_assigned)
     fapp.on_partitions_revoked.connect(on_revoked)
     fapp.on_before_shutdown.connect(on_shutdown)

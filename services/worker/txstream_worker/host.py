@@ -25,6 +25,7 @@ from txstream.app import App
 from txstream.commit.task import CommitPolicy, EngineTask
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
+from txstream.observability import metrics
 from txstream.recovery.policy import RecoveryPolicy
 
 log = logging.getLogger(__name__)
@@ -107,6 +108,20 @@ class EngineHost:
                 engine.task.tick()
                 if force or engine.task.commit_due(end_of_run=True):
                     await self._commit(engine)
+
+    async def measure_lag(self, highwater: Callable[[TP], int | None]) -> None:
+        """Committed input records not yet processed, per input topic partition."""
+        for partition, engine in list(self.engines.items()):
+            if engine.opened is None or not engine.opened.done():
+                continue
+            async with engine.lock:
+                positions = engine.task.positions()
+            for topic, position in positions.items():
+                end = highwater(TP(topic, partition))
+                if end is not None:
+                    metrics.INPUT_LAG.labels(self.app.name, topic, str(partition)).set(
+                        max(0, end - position)
+                    )
 
     async def close_all(self) -> None:
         for partition in list(self.engines):

@@ -27,9 +27,10 @@ from txstream.commit.restore import restore
 from txstream.commit.state_codec import StateCodec, table_rows
 from txstream.commit.topics import AppTopics
 from txstream.config import Settings
-from txstream.engine.executor import PartitionEngine, position_key
+from txstream.engine.executor import Group, PartitionEngine, position_key
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import transactional_producer_config
+from txstream.observability import metrics
 from txstream.oltp.messages import Decision, EngineRequest, Wire
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.recovery.policy import RecoveryPolicy
@@ -137,7 +138,12 @@ class EngineTask:
         self.store = self._open_store()
         self.state = CommittedState(self.store, self.codec, self.log_name)
         self.engine = PartitionEngine(
-            self.dataflow, self.state, self.partition, self.app.params, self.recovery.mode.journal
+            self.dataflow,
+            self.state,
+            self.partition,
+            self.app.params,
+            self.recovery.mode.journal,
+            timer=metrics.te_timer(self.app.name),
         )
         if self.log_codec is None:
             n = restore(self.state, self.settings, self.topics.changelog, self.partition)
@@ -147,6 +153,9 @@ class EngineTask:
             n = replay(self.engine, self.state, self.codec, self.log_codec, sources,
                        self.settings, self.topics.command_log, oltp=self._replay_oltp)  # fmt: skip
         self.recovered_records, self.recovered_s = n, time.monotonic() - started
+        labels = (self.app.name, str(self.partition))
+        metrics.RECOVERY_SECONDS.labels(*labels).set(self.recovered_s)
+        metrics.RECOVERED_RECORDS.labels(*labels).set(n)
         log.info("recovered p%d: %d %s records in %.2fs",
                  self.partition, n, self.log_name, self.recovered_s)  # fmt: skip
         self.committer = GroupCommitter(
@@ -279,13 +288,32 @@ class EngineTask:
         group = self.engine.take_group()
         if not group.ws.tables and not group.replies:
             return {"batches": 0}
+        started = time.monotonic()
         self.committer.commit(group, positions)
+        self._count(group, time.monotonic() - started)
         if any(r.kind == "vote" for r in group.replies):
             failpoints.hit("engine.after_vote")
         self._since_snapshot += group.batches
         if self._snapshot_due():
             self.snapshot()
         return {"batches": group.batches, "aborts": len(group.aborts), "last": group.last_batch_ids}
+
+    def _count(self, group: Group, seconds: float) -> None:
+        """Metrics of a committed group: exact, since it is committed only once."""
+        app, part = self.app.name, str(self.partition)
+        metrics.BATCHES.labels(app, part).inc(group.batches)
+        metrics.EXECUTIONS.labels(app, part).inc(group.executions)
+        metrics.GROUP_BATCHES.labels(app).observe(group.batches)
+        metrics.GROUP_SECONDS.labels(app).observe(seconds)
+        for a in group.aborts:
+            metrics.ABORTS.labels(app, a.procedure, a.reason).inc()
+        for window, n in group.slides.items():
+            metrics.SLIDES.labels(app, window).inc(n)
+        for r in group.replies:
+            if r.kind == "vote":
+                metrics.PARTICIPANT.labels(app, "vote_yes" if r.ok else "vote_no").inc()
+            elif r.kind == "ack" and r.detail in ("committed", "aborted"):
+                metrics.PARTICIPANT.labels(app, f"decision_{r.detail}").inc()
 
     def snapshot(self) -> None:
         """Checkpoint committed state; then the command log below the oldest kept snapshot

@@ -13,8 +13,9 @@ triggers off (strong) or through `process` with them on (weak).
 
 from __future__ import annotations
 
+import time
 import traceback
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -82,6 +83,7 @@ class Group:
     last_batch_ids: dict[str, int] = field(default_factory=dict)
     journal: list[JournalEntry] = field(default_factory=list)
     replies: list[EngineReply] = field(default_factory=list)  # OLTP, to the coordinator
+    slides: dict[str, int] = field(default_factory=dict)  # window -> slides, for metrics
     urgent: bool = False  # a 2PC vote waits in it: commit now, the partition is blocked
 
 
@@ -123,8 +125,11 @@ class PartitionEngine:
         partition: int,
         params: Mapping[str, Any],
         journal: Journal = Journal.NONE,
+        timer: Callable[[str, float], None] | None = None,
     ) -> None:
+        """`timer(procedure, seconds)` is told each TE's latency (for metrics)."""
         self.df = dataflow
+        self.timer = timer
         self.base = base
         self.partition = partition
         self.params = params
@@ -314,6 +319,7 @@ class PartitionEngine:
             self._on_slide,
         )
         self.group.executions += 1
+        started = time.perf_counter()
         try:
             proc.fn(ctx, tuples)
         except TxnAbort as e:
@@ -325,6 +331,8 @@ class PartitionEngine:
             detail = "".join(traceback.format_exception_only(e)).strip()
             self._abort(proc, stream, batch_id, "exception", detail, scope)
             return False
+        if self.timer is not None:
+            self.timer(proc.name, time.perf_counter() - started)
         ws.merge_into(parent)
         outputs = [OutputBatch(s, batch_id, tups) for s, tups in ctx.outputs.items()]
         (scope.outputs if scope is not None else self.group.outputs).extend(outputs)
@@ -347,5 +355,6 @@ class PartitionEngine:
 
     def _on_slide(self, ctx: TxnContext, window: str, slides: int) -> None:
         """Once per sliding insert: a jump over several boundaries shows only the last window."""
+        self.group.slides[window] = self.group.slides.get(window, 0) + slides
         for trigger in self.df.decl.slide_triggers.get(window, ()):
             trigger.fn(ctx)

@@ -278,6 +278,7 @@ class Transactions:
                 _no_slide,
                 self.guard,
             )
+            started = time.perf_counter()
             try:
                 results.append(tx.fn(ctx, f.args()))
             except TxnAbort as e:
@@ -286,6 +287,8 @@ class Transactions:
                 raise
             except Exception as e:
                 return _Failed("exception", "".join(traceback.format_exception_only(e)).strip())
+            if engine.timer is not None:
+                engine.timer(f.procedure, time.perf_counter() - started)
         try:
             return ws, json.dumps(results)
         except (TypeError, ValueError) as e:

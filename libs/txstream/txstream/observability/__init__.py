@@ -1,0 +1,1 @@
+"""What the engines and services export to Prometheus."""
