@@ -6,7 +6,7 @@ PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_LIBS := build/kafka/libs
-APT_PACKAGES := docker-compose kcat
+APT_PACKAGES := docker-compose kcat prometheus
 MVN := mvn -q -B
 
 .PHONY: setup apt venv kafka-jars up down status demo test lint unit integration faults bench clean
