@@ -48,8 +48,11 @@ class BankCluster:
         self.processes.append(proc)
         return proc
 
-    def worker(self, failpoints: str = "", metrics_port: int = 0) -> ServiceProcess:
-        args = ["worker", "run", "--metrics-port", str(metrics_port)]
+    def worker(self, failpoints: str = "", metrics_port: int | None = None) -> ServiceProcess:
+        """A worker; its metrics on `metrics_port`, else on the cluster's `worker_metrics`
+        port (so a replacement worker serves where the first one did)."""
+        port = self.worker_metrics if metrics_port is None else metrics_port
+        args = ["worker", "run", "--metrics-port", str(port)]
         return self._start(args, "worker.log", failpoints)
 
     def coordinator(
