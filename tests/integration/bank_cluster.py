@@ -9,6 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from bank.run import TOTALS
 from confluent_kafka import Producer
 
 from tests.integration.sequencer_driver import unique
@@ -22,8 +23,6 @@ from txstream.oltp.messages import TxnResult
 from txstream.oltp.routing import partition_of
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
-
-TOTALS = [("sum", "balance"), ("min", "balance"), ("count", "")]
 
 
 class BankCluster:

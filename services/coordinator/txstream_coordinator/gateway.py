@@ -19,12 +19,8 @@ from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 from txstream.oltp.client import OltpTimeout, TxClient
-from txstream.oltp.messages import Fragment, TxnResult, key_of
+from txstream.oltp.messages import Fragment, TxnResult, fragments_from_json, key_of
 from txstream.oltp.predicates import parse_condition
-
-
-class BadRequest(ValueError):
-    pass
 
 
 def result_json(r: TxnResult) -> dict[str, Any]:
@@ -40,18 +36,9 @@ def result_json(r: TxnResult) -> dict[str, Any]:
 
 
 def fragments_of(body: Any) -> list[Fragment]:
-    if not isinstance(body, dict) or not isinstance(body.get("fragments"), list):
-        raise BadRequest('body must be {"fragments": [{"key", "procedure", "params"}, ...]}')
-    out = []
-    for i, f in enumerate(body["fragments"]):
-        if not isinstance(f, dict) or "key" not in f or "procedure" not in f:
-            raise BadRequest(f"fragment {i} needs 'key' and 'procedure'")
-        key = f["key"] if isinstance(f["key"], list) else [f["key"]]
-        params = f.get("params", {})
-        if not isinstance(params, dict):
-            raise BadRequest(f"fragment {i}: params must be an object")
-        out.append(Fragment(json.dumps(key), str(f["procedure"]), json.dumps(params)))
-    return out
+    if not isinstance(body, dict) or "fragments" not in body:
+        raise ValueError('body must be {"fragments": [{"key", "procedure", "params"}, ...]}')
+    return fragments_from_json(body["fragments"])
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -66,9 +66,12 @@ class EngineHost:
     async def positions_for(self, tps: Iterable[TP]) -> dict[TP, int]:
         """Committed next offsets, from the engines' own state, for Faust to seek to."""
         positions: dict[TP, int] = {}
+        rewound: dict[int, dict[str, int]] = {}  # once per engine, for all its topics
         for tp in tps:
-            engine = await self._opened(tp.partition)
-            positions[tp] = engine.task.rewind()[tp.topic]
+            if tp.partition not in rewound:
+                engine = await self._opened(tp.partition)
+                rewound[tp.partition] = engine.task.rewind()
+            positions[tp] = rewound[tp.partition][tp.topic]
             log.info("resuming %s partition %d at offset %d", tp.topic, tp.partition, positions[tp])
         return positions
 

@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from txstream.oltp.client import OltpTimeout, TxClient
-from txstream.oltp.messages import Fragment, TxnResult, key_of
+from txstream.oltp.messages import Fragment, TxnResult, fragments_from_json, key_of
 from txstream.oltp.predicates import parse_aggregate, parse_condition
 
 
@@ -34,17 +34,10 @@ def _fragments(
     procedure: str | None, key: str | None, params: str, fragments: str | None
 ) -> list[Fragment]:
     if fragments is not None:
-        raw = json.loads(fragments)
-        if not isinstance(raw, list) or not raw:
-            raise ValueError('--fragments must be a JSON list of {"key", "procedure", "params"}')
-        return [
-            Fragment(
-                json.dumps(_key(json.dumps(f["key"]))),
-                str(f["procedure"]),
-                json.dumps(f.get("params", {})),
-            )
-            for f in raw
-        ]
+        frags = fragments_from_json(json.loads(fragments))
+        if not frags:
+            raise ValueError('--fragments must list at least one {"key", "procedure", "params"}')
+        return frags
     if procedure is None or key is None:
         raise ValueError("give --procedure and --key, or --fragments")
     args = json.loads(params)

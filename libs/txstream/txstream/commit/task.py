@@ -92,7 +92,6 @@ class EngineTask:
         self.dataflow = app.dataflow()
         registry = SchemaRegistry(settings.schema_dir)
         mode = self.recovery.mode
-        self.oltp = bool(app.decl.transactions)
         self.log_codec = (
             CommandLogCodec(registry, app.name, partition, mode) if mode.logged else None
         )
@@ -108,7 +107,7 @@ class EngineTask:
         self.stream_of_topic = {self.topics.stream(s): s for s in self.dataflow.border_streams}
         self.wire = Wire(registry)
         self.input_topics = list(self.stream_of_topic)
-        if self.oltp:
+        if app.decl.transactions:
             self.input_topics += [self.topics.requests, self.topics.decisions]
         # Inputs that arrive while a 2PC participant is blocked, in arrival order.
         self._deferred: deque[tuple[str, int, bytes | None]] = deque()
@@ -261,10 +260,6 @@ class EngineTask:
         if self.engine.transactions.reinquire(inquire_every_s):
             self._group_started = time.monotonic()
 
-    @property
-    def blocked(self) -> bool:
-        return self.engine.transactions.blocked
-
     def commit_due(self, end_of_run: bool = False) -> bool:
         """Whether to commit now; `end_of_run` when the records at hand are all handled,
         which is when a waiting 2PC vote is committed (votes in one run share a commit)."""
@@ -275,19 +270,17 @@ class EngineTask:
             return True
         elapsed_ms = (time.monotonic() - self._group_started) * 1000
         # A client waits on each OLTP reply: such a group waits at most OLTP_GROUP_MS.
-        wait_ms = (
-            min(self.policy.interval_ms, OLTP_GROUP_MS)
-            if group.replies
-            else (self.policy.interval_ms)
-        )
+        wait_ms = self.policy.interval_ms
+        if group.replies:
+            wait_ms = min(wait_ms, OLTP_GROUP_MS)
         return group.batches >= self.policy.max_batches or elapsed_ms >= wait_ms
 
     def commit(self) -> dict[str, Any]:
         """Commit the pending group, if any; returns its counts for metrics and progress."""
-        positions = self.positions()
-        group = self.engine.take_group()
-        if not group.ws.tables and not group.replies:
+        if not self.engine.group.ws.tables and not self.engine.group.replies:
             return {"batches": 0}
+        positions = self.positions()  # read through the group, so before it is taken
+        group = self.engine.take_group()
         started = time.monotonic()
         self.committer.commit(group, positions)
         self._count(group, time.monotonic() - started)

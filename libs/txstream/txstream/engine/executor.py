@@ -14,7 +14,6 @@ triggers off (strong) or through `process` with them on (weak).
 from __future__ import annotations
 
 import time
-import traceback
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -26,7 +25,7 @@ from txstream.engine.writeset import Base as Base
 from txstream.engine.writeset import WriteSet, read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import NestedTransaction, Procedure, Record
-from txstream.model.errors import StateUnavailable, TxnAbort
+from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
 from txstream.oltp.messages import EngineReply
 
 SYS_TABLE = "__sys__"
@@ -328,7 +327,7 @@ class PartitionEngine:
         except StateUnavailable:
             raise
         except Exception as e:
-            detail = "".join(traceback.format_exception_only(e)).strip()
+            detail = exception_detail(e)
             self._abort(proc, stream, batch_id, "exception", detail, scope)
             return False
         if self.timer is not None:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import json
 import time
-import traceback
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -25,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from txstream.engine.context import TxnContext
 from txstream.engine.writeset import TOMBSTONE, WriteSet, read, scan
 from txstream.model.declarations import Key, Procedure, Record
-from txstream.model.errors import StateUnavailable, TxnAbort
+from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
 from txstream.oltp.messages import Decision, EngineReply, EngineRequest, Fragment, key_of
 from txstream.oltp.predicates import aggregate, aggregates_of, conditions_of, matches
 
@@ -286,7 +285,7 @@ class Transactions:
             except (StateUnavailable, Conflict):
                 raise
             except Exception as e:
-                return _Failed("exception", "".join(traceback.format_exception_only(e)).strip())
+                return _Failed("exception", exception_detail(e))
             if engine.timer is not None:
                 engine.timer(f.procedure, time.perf_counter() - started)
         try:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import traceback
+
 
 class DataflowError(ValueError):
     """The declared dataflow is not a valid DAG of procedures over streams."""
@@ -31,3 +33,8 @@ class StateUnavailable(Exception):
     Not the procedure's fault, so never turned into an abort: the engine stops and
     restarts from what Kafka committed.
     """
+
+
+def exception_detail(e: BaseException) -> str:
+    """An unexpected exception in user code, as the abort's detail: type and message."""
+    return "".join(traceback.format_exception_only(e)).strip()

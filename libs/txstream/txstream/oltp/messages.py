@@ -49,6 +49,23 @@ class Fragment:
         return value
 
 
+def fragments_from_json(raw: Any) -> list[Fragment]:
+    """`[{"key": 1 or [..], "procedure": ..., "params": {...}}]`, as the CLI and HTTP take
+    it, to fragments; an error names the fragment at fault."""
+    if not isinstance(raw, list):
+        raise ValueError('fragments must be a JSON list of {"key", "procedure", "params"}')
+    out = []
+    for i, f in enumerate(raw):
+        if not isinstance(f, dict) or "key" not in f or "procedure" not in f:
+            raise ValueError(f"fragment {i} needs 'key' and 'procedure'")
+        params = f.get("params", {})
+        if not isinstance(params, dict):
+            raise ValueError(f"fragment {i}: params must be an object")
+        key = key_of(json.dumps(f["key"] if isinstance(f["key"], list) else [f["key"]]))
+        out.append(Fragment(key_json(key), str(f["procedure"]), json.dumps(params)))
+    return out
+
+
 @dataclass(frozen=True)
 class Query:
     table: str
