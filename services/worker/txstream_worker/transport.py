@@ -7,8 +7,8 @@ Kafka transaction as the engine's effects. Faust's own group-offset commits are 
 into no-ops so they can never be mistaken for progress.
 
 Faust picks the transport by URL scheme, so `txkafka://host:port` selects this one without
-patching Faust. The two aiokafka attributes set below are read only when the consumer
-starts, which is after they are set; aiokafka is pinned for that reason.
+patching Faust. The aiokafka attributes set below are read only when the consumer starts,
+which is after they are set; aiokafka is pinned for that reason.
 """
 
 from __future__ import annotations
@@ -24,6 +24,13 @@ if TYPE_CHECKING:
     from txstream_worker.host import EngineHost
 
 SCHEME = "txkafka"
+# How long the broker may hold a fetch that finds no data. aiokafka sends one fetch at a time
+# per broker, and leaves out of it a partition whose fetched records are still waiting to be
+# taken; so while a busy input is being worked through, a fetch for only the idle inputs
+# (reference data, OLTP topics) can be the one in flight, and the busy input's next records
+# are not fetched until it returns. Faust's 1500 ms made that a standing 1-2 s queue under
+# load; this bounds the wait to well under one group commit interval.
+FETCH_MAX_WAIT_MS = 50
 
 
 def engine_host(app: Any) -> EngineHost | None:
@@ -36,6 +43,7 @@ class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
     def _create_worker_consumer(self, transport: Any) -> Any:
         consumer = super()._create_worker_consumer(transport)
         consumer._isolation_level = "read_committed"
+        consumer._fetch_max_wait_ms = FETCH_MAX_WAIT_MS
         # Faust's own assignor keeps co-partitioned topics together, so every input of
         # partition p reaches the one engine (and transactional.id) of partition p. Faust
         # uses round-robin unless the app has changelog tables, and ours has none.
