@@ -22,10 +22,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from bank.run import BankConfig, BankReport, BankRun
 from confluent_kafka.admin import AdminClient
 from machine_info import machine, machine_text
 
+from bank.run import BankConfig, BankReport, BankRun
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import common_config
@@ -108,7 +108,7 @@ def main() -> int:
     p.add_argument("--keep-topics", action="store_true")
     args = p.parse_args()
     settings = Settings()
-    Stack(settings).up(lambda line: print(line, file=sys.stderr))
+    Stack(settings).up_kafka(lambda line: print(line, file=sys.stderr))
     rows = [row(mix, run_one(settings, args, mix)) for mix in args.mixes.split(",")]
     m = machine()
     doc = {

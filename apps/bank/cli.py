@@ -52,7 +52,7 @@ def run(
     # SIGTERM unwinds like Ctrl-C, so the services this run started are stopped.
     signal.signal(signal.SIGTERM, lambda signo, frame: sys.exit(128 + signo))
     settings = Settings()
-    Stack(settings).up(lambda line: typer.echo(line, err=True))
+    Stack(settings).up_kafka(lambda line: typer.echo(line, err=True))
     with Progress("transfers", BarColumn(), MofNCompleteColumn(), TimeRemainingColumn()) as bar:
         task = bar.add_task("transfers", total=transfers)
         result = BankRun(config, settings).run(lambda done, total: bar.update(task, completed=done))

@@ -73,7 +73,7 @@ def run(
         raise typer.Exit(2) from e
 
     settings = Settings()
-    Stack(settings).up(console.print)
+    Stack(settings).up_kafka(console.print)
     params = Params(contestants, threshold, max_votes, window, slide)
     lb = build_app(params, name=f"leaderboard-{uuid.uuid4().hex[:10]}", recovery=recovery)
     topics = AppTopics(lb.name)

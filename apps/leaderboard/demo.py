@@ -59,7 +59,7 @@ def main(
     seed: int = typer.Option(1, help="generator seed"),
 ) -> None:
     settings = Settings()
-    Stack(settings).up(console.print)
+    Stack(settings).up_kafka(console.print)
     params = Params(contestants=contestants, threshold=threshold, window=100, slide=10)
     app = build_app(params, name=f"leaderboard-demo-{int(time.time())}")
     console.print(f"app {app.name}: {asdict(params)}")

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+
 from bank.dataflow import INITIAL_BALANCE
 from bank.run import BankConfig, BankRun
-
 from tests.conftest import KafkaEnv
 from tests.faults.scale import scaled, seeds
 from tests.integration.sequencer_driver import unique

@@ -13,6 +13,7 @@ import pytest
 
 from tests.conftest import KafkaEnv
 from tests.faults.killer import Killer
+from tests.faults.scale import scaled
 from tests.integration.sequencer_driver import (
     batches_by_partition,
     produce_events,
@@ -27,7 +28,8 @@ from txstream.config import Settings, project_root
 from txstream.kafka.admin import TopicAdmin
 from txstream.stack.supervisor import Policy, Supervised
 
-BATCHES, PER_BATCH, LANES = 5000, 4, 2
+BATCHES, PER_BATCH, LANES = scaled(2500, 5000), 4, 2
+KILLS, CHUNKS = scaled(4, 6), scaled(50, 100)
 SCHEMA = "leaderboard.Vote"
 
 
@@ -70,11 +72,11 @@ def test_sigkilled_sequencer_loses_and_duplicates_nothing(
         policy=Policy(max_restarts=50, window_s=60.0, backoff_max_ms=1000),
     )
     sent = events(with_ids=ids == "client")
-    killer = Killer(home / "run" / "sequencer.pid", "sequencer run", kills=6, seed=23,
+    killer = Killer(home / "run" / "sequencer.pid", "sequencer run", kills=KILLS, seed=23,
                     log=home / "log" / "sequencer.log", ready="resuming")  # fmt: skip
 
-    def stream_in() -> None:  # 100 chunks over ~25 s, so the kills land mid-stream
-        chunk = len(sent) // 100
+    def stream_in() -> None:  # chunks 0.25 s apart, so the kills land mid-stream
+        chunk = len(sent) // CHUNKS
         for start in range(0, len(sent), chunk):
             produce_events(settings, raw, sent[start : start + chunk])
             killer.done.wait(0.25)
@@ -96,7 +98,7 @@ def test_sigkilled_sequencer_loses_and_duplicates_nothing(
     finally:
         killer.done.set()
         sequencer.stop()
-    assert len(killer.killed) >= 5, f"only {len(killer.killed)} kills landed"
+    assert len(killer.killed) >= KILLS - 1, f"only {len(killer.killed)} kills landed"
     assert restarts >= len(killer.killed)
 
     got: list[int] = []

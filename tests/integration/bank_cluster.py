@@ -9,9 +9,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from bank.run import TOTALS
 from confluent_kafka import Producer
 
+from bank.run import TOTALS
 from tests.integration.sequencer_driver import unique
 from tests.service_process import ServiceProcess
 from txstream.commit.topics import AppTopics, ensure_topics

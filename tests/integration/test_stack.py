@@ -24,6 +24,7 @@ def stack_env(tmp_path: Path) -> dict[str, str]:
         TXSTREAM_HOME=str(tmp_path / "home"),
         TXSTREAM_KAFKA_PORT=str(free_port()),
         TXSTREAM_KAFKA_CONTROLLER_PORT=str(free_port()),
+        TXSTREAM_PROMETHEUS_PORT=str(free_port()),
     )
     return env
 
@@ -48,14 +49,19 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
         assert up.returncode == 0, up.stdout + up.stderr
         pid = int(pidfile.read_text())
         assert is_alive(pid)
+        prometheus = int((Path(home) / "run" / "prometheus.pid").read_text())
+        assert is_alive(prometheus)
 
         status = run(["make", "--no-print-directory", "status"], stack_env)
         assert status.returncode == 0, status.stdout
         assert "running" in status.stdout and str(pid) in status.stdout
+        assert str(prometheus) in status.stdout
+        port = stack_env["TXSTREAM_PROMETHEUS_PORT"]
+        assert f"http://127.0.0.1:{port} (answering)" in status.stdout
 
         down = run(["make", "--no-print-directory", "down"], stack_env)
         assert down.returncode == 0, down.stdout + down.stderr
-        assert not is_alive(pid)
+        assert not is_alive(pid) and not is_alive(prometheus)
         assert not pidfile.exists()
         assert processes_of(home) == []
     finally:

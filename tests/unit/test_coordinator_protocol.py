@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 
 import pytest
-from txstream_coordinator.protocol import Coordinator
 
 from txstream.oltp.messages import (
     CoordinatorLog,
@@ -28,6 +27,7 @@ from txstream.oltp.messages import (
     key_json,
 )
 from txstream.oltp.routing import partition_of
+from txstream_coordinator.protocol import Coordinator
 
 P = 3
 

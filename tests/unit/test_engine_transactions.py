@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 
 from bank.dataflow import build_app
-
 from tests.fakes import MemoryBase
 from txstream.engine.executor import PartitionEngine
 from txstream.engine.transactions import PREPARED_TABLE
@@ -79,6 +78,7 @@ def test_overdraw_aborts_the_whole_run_and_writes_nothing() -> None:
     assert (r.kind, r.ok, r.reason, r.results) == ("result", False, "constraint_violation", "[]")
     assert "balance >= 0" in r.detail
     assert "accounts" not in engine.group.ws.tables
+    assert engine.group.oltp_aborts == {("debit", "constraint_violation"): 1}  # for metrics
 
 
 def test_unknown_procedure_is_refused() -> None:
@@ -86,6 +86,8 @@ def test_unknown_procedure_is_refused() -> None:
     assert run(engine, "1.1", Fragment.call(1, "steal", account=1))
     r = reply(engine)
     assert (r.ok, r.reason) == (False, "unknown_procedure") and "'steal'" in r.detail
+    # counted, but not under a name a client chose (unbounded label values)
+    assert engine.group.oltp_aborts == {("<oltp>", "unknown_procedure"): 1}
 
 
 def prepared(account: int = 1, txn_id: str = "1.5") -> tuple[PartitionEngine, MemoryBase]:

@@ -56,6 +56,19 @@ class Settings(BaseSettings):
     # worker stopped for good holds its partitions this long. The broker's minimum is 6 s.
     worker_session_timeout_s: float = 10.0
     schema_dir: Path = project_root() / "schemas"
+    # The native stack's Prometheus (Debian's package); services register their own targets.
+    prometheus_bin: str = "prometheus"
+    prometheus_host: str = "127.0.0.1"
+    prometheus_port: int = 9090
+    prometheus_scrape_interval_s: float = 5.0
+    prometheus_retention: str = "15d"
+    # Warehouse ETL (spark-jobs/): a cluster and object storage are configuration, not code.
+    # Unset URIs default to `<home>/warehouse` and `<warehouse>/<app>/_checkpoints`: the
+    # checkpoints must live and die with the tables (exactly-once needs both).
+    spark_master: str = "local[2]"
+    spark_jars: Path = project_root() / "build" / "spark" / "jars"
+    warehouse_uri: str | None = None
+    checkpoint_uri: str | None = None
 
     @classmethod
     def settings_customise_sources(

@@ -8,10 +8,10 @@ import signal
 from types import FrameType
 
 import typer
-from prometheus_client import start_http_server
 
 from txstream.app import load_app
 from txstream.config import Settings
+from txstream.observability.targets import serve_metrics
 from txstream.oltp.client import TxClient
 from txstream_coordinator.gateway import serve
 from txstream_coordinator.runtime import CoordinatorService
@@ -25,7 +25,9 @@ def run(
     params: str = typer.Option("{}", help="app parameters as JSON"),
     http_port: int = typer.Option(0, help="serve the HTTP endpoint on HTTP_HOST:PORT"),
     http_host: str = typer.Option("127.0.0.1", help="address of the HTTP endpoint"),
-    metrics_port: int = typer.Option(0, help="serve Prometheus metrics on HTTP_HOST:PORT"),
+    metrics: bool = typer.Option(True, help="serve Prometheus metrics, registered for scraping"),
+    metrics_port: int = typer.Option(0, help="metrics port; 0: any free port"),
+    metrics_host: str = typer.Option("127.0.0.1", help="address of the metrics endpoint"),
     resend_s: float = typer.Option(2.0, help="resend an unacknowledged decision after this"),
 ) -> None:
     """Serve transactions and queries for the app; restart it and it resolves what it
@@ -47,8 +49,8 @@ def run(
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
     service.open()
-    if metrics_port:
-        start_http_server(metrics_port, addr=http_host)
+    if metrics:
+        serve_metrics(settings, "coordinator", metrics_host, metrics_port)
     if http_port:
         serve(TxClient(application.name, settings), http_host, http_port)
         logging.getLogger(__name__).info("HTTP on %s:%d", http_host, http_port)

@@ -8,10 +8,10 @@ from pathlib import Path
 from types import FrameType
 
 import typer
-from prometheus_client import start_http_server
 from pydantic import ValidationError
 
 from txstream.config import Settings
+from txstream.observability.targets import serve_metrics
 from txstream_sequencer.config import load_config
 from txstream_sequencer.runtime import Sequencer, SequencerError
 
@@ -23,7 +23,9 @@ def run(
     config: Path = typer.Option(
         ..., "--config", "-c", envvar="TXSTREAM_SEQUENCER_CONFIG", help="sequencer TOML file"
     ),
-    metrics_port: int = typer.Option(0, help="serve Prometheus metrics on 127.0.0.1:PORT"),
+    metrics: bool = typer.Option(True, help="serve Prometheus metrics, registered for scraping"),
+    metrics_port: int = typer.Option(0, help="metrics port; 0: any free port"),
+    metrics_host: str = typer.Option("127.0.0.1", help="address of the metrics endpoint"),
 ) -> None:
     """Run the configured routes; exits non-zero if Kafka refuses a commit."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
@@ -32,7 +34,8 @@ def run(
     except (OSError, ValueError, ValidationError) as e:
         typer.echo(f"error: {config}: {e}", err=True)
         raise typer.Exit(2) from e
-    sequencer = Sequencer(conf, Settings())
+    settings = Settings()
+    sequencer = Sequencer(conf, settings)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         sequencer.stopping.set()
@@ -44,6 +47,6 @@ def run(
     except SequencerError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
-    if metrics_port:
-        start_http_server(metrics_port, addr="127.0.0.1")
+    if metrics:
+        serve_metrics(settings, "sequencer", metrics_host, metrics_port)
     sequencer.run()

@@ -8,13 +8,13 @@ from pathlib import Path
 
 import faust
 import typer
-from prometheus_client import start_http_server
 
 from txstream.app import load_app
 from txstream.commit.task import CommitPolicy
 from txstream.commit.topics import AppTopics, ensure_topics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
+from txstream.observability.targets import serve_metrics
 from txstream.recovery.policy import RecoveryMode, RecoveryPolicy
 from txstream_worker.agents import faust_app
 
@@ -40,7 +40,8 @@ def run(
     snapshot_every_batches: int = typer.Option(50_000, help="snapshot after this many batches"),
     snapshot_interval_s: float = typer.Option(600.0, help="snapshot after this many seconds"),
     loglevel: str = typer.Option("info", help="debug, info, warn or error"),
-    metrics_port: int = typer.Option(0, help="serve Prometheus metrics on METRICS_HOST:PORT"),
+    metrics: bool = typer.Option(True, help="serve Prometheus metrics, registered for scraping"),
+    metrics_port: int = typer.Option(0, help="metrics port; 0: any free port"),
     metrics_host: str = typer.Option("127.0.0.1", help="address of the metrics endpoint"),
 ) -> None:
     """Serve the app's procedure chains; exits non-zero if a commit fails."""
@@ -68,7 +69,7 @@ def run(
         oltp=bool(application.decl.transactions),
     )
     fapp = faust_app(application, settings, policy, recovery_policy, instance_id)
-    if metrics_port:
-        start_http_server(metrics_port, addr=metrics_host)
+    if metrics:
+        serve_metrics(settings, "worker", metrics_host, metrics_port)
     logging.getLogger("txstream").setLevel(loglevel.upper().replace("WARN", "WARNING"))
     faust.Worker(fapp, loglevel=loglevel).execute_from_commandline()

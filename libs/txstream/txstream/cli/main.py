@@ -6,7 +6,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from txstream.cli import consume, oltp, produce, schemas, stack, supervise, topics
+from txstream.cli import consume, oltp, produce, schemas, stack, supervise, top, topics
 
 app = typer.Typer(
     name="txstream",
@@ -21,6 +21,7 @@ app.command()(produce.produce)
 app.command()(consume.consume)
 app.command()(oltp.call)
 app.command()(oltp.query)
+app.command()(top.top)
 app.add_typer(supervise.app)  # merged: `txstream supervise`
 
 # Services and applications add their own command groups (`txstream worker`,

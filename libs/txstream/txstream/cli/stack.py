@@ -8,6 +8,7 @@ from rich.table import Table
 
 from txstream.config import Settings
 from txstream.stack.broker import BrokerError
+from txstream.stack.prometheus import PrometheusError
 from txstream.stack.stack import Stack, State
 
 app = typer.Typer(help="Start, stop and inspect the native local stack.", no_args_is_help=True)
@@ -19,7 +20,7 @@ def up() -> None:
     """Start every component that is not running; a no-op when all are."""
     try:
         Stack(Settings()).up(console.print)
-    except BrokerError as e:
+    except (BrokerError, PrometheusError) as e:
         console.print(f"[red]error:[/red] {e}")
         raise typer.Exit(1) from e
 

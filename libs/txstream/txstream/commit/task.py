@@ -300,6 +300,8 @@ class EngineTask:
         metrics.GROUP_SECONDS.labels(app).observe(seconds)
         for a in group.aborts:
             metrics.ABORTS.labels(app, a.procedure, a.reason).inc()
+        for (procedure, reason), n in group.oltp_aborts.items():
+            metrics.ABORTS.labels(app, procedure, reason).inc(n)
         for window, n in group.slides.items():
             metrics.SLIDES.labels(app, window).inc(n)
         for r in group.replies:

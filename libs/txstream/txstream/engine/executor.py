@@ -14,6 +14,7 @@ triggers off (strong) or through `process` with them on (weak).
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -83,6 +84,8 @@ class Group:
     journal: list[JournalEntry] = field(default_factory=list)
     replies: list[EngineReply] = field(default_factory=list)  # OLTP, to the coordinator
     slides: dict[str, int] = field(default_factory=dict)  # window -> slides, for metrics
+    # (procedure, reason) -> OLTP fragments aborted, for metrics
+    oltp_aborts: Counter[tuple[str, str]] = field(default_factory=Counter)
     urgent: bool = False  # a 2PC vote waits in it: commit now, the partition is blocked
 
 

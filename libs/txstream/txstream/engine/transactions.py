@@ -57,6 +57,7 @@ class Conflict(Exception):
 class _Failed:
     reason: str
     detail: str
+    procedure: str = "<oltp>"  # the fragment that aborted, when one did
 
 
 class Transactions:
@@ -163,6 +164,7 @@ class Transactions:
     def _run(self, req: EngineRequest, stale: bool) -> None:
         outcome = self._attempt(req, stale)
         if isinstance(outcome, _Failed):
+            self.engine.group.oltp_aborts[(outcome.procedure, outcome.reason)] += 1
             self._reply(req.txn_id, "result", False, outcome.reason, outcome.detail, req=req)
             return
         ws, results = outcome
@@ -172,6 +174,7 @@ class Transactions:
     def _prepare(self, req: EngineRequest, stale: bool) -> None:
         outcome = self._attempt(req, stale)
         if isinstance(outcome, _Failed):
+            self.engine.group.oltp_aborts[(outcome.procedure, outcome.reason)] += 1
             self._reply(req.txn_id, "vote", False, outcome.reason, outcome.detail, req=req)
             return
         ws, results = outcome
@@ -281,11 +284,11 @@ class Transactions:
             try:
                 results.append(tx.fn(ctx, f.args()))
             except TxnAbort as e:
-                return _Failed(e.reason, str(e))
+                return _Failed(e.reason, str(e), f.procedure)
             except (StateUnavailable, Conflict):
                 raise
             except Exception as e:
-                return _Failed("exception", exception_detail(e))
+                return _Failed("exception", exception_detail(e), f.procedure)
             if engine.timer is not None:
                 engine.timer(f.procedure, time.perf_counter() - started)
         try:

@@ -44,7 +44,7 @@ EXECUTIONS = Counter(
 )
 ABORTS = Counter(
     "txstream_aborts_total",
-    "Aborted TEs (and rejected input records) by procedure and reason",
+    "Aborted TEs and OLTP fragments, and rejected input records, by procedure and reason",
     ["app", "procedure", "reason"],
 )
 GROUP_BATCHES = Histogram(

@@ -1,7 +1,9 @@
-"""`up`, `down` and `status` over every component of the native stack.
+"""`up`, `down` and `status` over every component of the native stack: Kafka and Prometheus.
 
 `up` is idempotent: a live component is left alone, and a stale pidfile left by a SIGKILL is
-reported, cleared, and the component is started again.
+reported, cleared, and the component is started again. Commands that only need a broker
+(`leaderboard run`, `bank run`, the demo) call `up_kafka`, so they never start a Prometheus
+in a home that nobody will stop.
 """
 
 from __future__ import annotations
@@ -9,9 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
+from typing import Protocol
 
 from txstream.config import Settings
 from txstream.stack.broker import BrokerError, KafkaBroker
+from txstream.stack.process import ManagedProcess
+from txstream.stack.prometheus import PrometheusServer
 
 
 class State(StrEnum):
@@ -31,24 +37,38 @@ class ComponentStatus:
 Report = Callable[[str], None]
 
 
+class Component(Protocol):
+    @property
+    def process(self) -> ManagedProcess: ...
+
+    @property
+    def log_file(self) -> Path: ...
+
+    def start(self) -> int: ...
+
+    def answers(self, timeout_s: float = 2.0) -> bool: ...
+
+
 class Stack:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.broker = KafkaBroker(settings)
+        self.prometheus = PrometheusServer(settings)
+
+    def _components(self) -> list[tuple[str, Component, str]]:
+        return [
+            ("kafka", self.broker, self.settings.bootstrap_servers),
+            ("prometheus", self.prometheus, self.prometheus.url),
+        ]
 
     def status(self) -> list[ComponentStatus]:
-        proc = self.broker.process
-        pid = proc.live_pid()
-        if pid is not None:
-            serving = "answering" if self.broker.answers() else "not answering yet"
-            detail = f"{self.settings.bootstrap_servers} ({serving})"
-            return [ComponentStatus("kafka", State.RUNNING, pid, detail)]
-        if proc.is_stale():
-            detail = f"pidfile {proc.pidfile} names pid {proc.recorded_pid()}, which is gone"
-            return [ComponentStatus("kafka", State.DEAD, proc.recorded_pid(), detail)]
-        return [ComponentStatus("kafka", State.STOPPED, None, "")]
+        return [_status(name, c, where) for name, c, where in self._components()]
 
     def up(self, report: Report) -> None:
+        self.up_kafka(report)
+        _start("prometheus", self.prometheus, self.prometheus.url, report)
+
+    def up_kafka(self, report: Report) -> None:
         if self.settings.kafka_bootstrap:
             if not self.broker.answers(timeout_s=5.0):
                 raise BrokerError(
@@ -56,24 +76,34 @@ class Stack:
                 )
             report(f"using external Kafka at {self.settings.kafka_bootstrap}")
             return
-        proc = self.broker.process
-        pid = proc.live_pid()
-        if pid is not None:
-            report(
-                f"kafka already running (pid {pid}) at {self.settings.bootstrap_servers}; "
-                "nothing to do"
-            )
-            return
-        if proc.is_stale():
-            report(f"kafka: stale pidfile (pid {proc.recorded_pid()} is gone); restarting")
-            proc.clear()
-        report(f"kafka: starting at {self.settings.bootstrap_servers} ...")
-        pid = self.broker.start()
-        report(f"kafka: running (pid {pid}), logs in {self.broker.log_file}")
+        _start("kafka", self.broker, self.settings.bootstrap_servers, report)
 
     def down(self, report: Report) -> None:
-        proc = self.broker.process
-        if proc.stop():
-            report("kafka: stopped")
-        else:
-            report("kafka: not running")
+        for name, component, _ in reversed(self._components()):
+            report(f"{name}: stopped" if component.process.stop() else f"{name}: not running")
+
+
+def _status(name: str, component: Component, where: str) -> ComponentStatus:
+    proc = component.process
+    pid = proc.live_pid()
+    if pid is not None:
+        serving = "answering" if component.answers() else "not answering yet"
+        return ComponentStatus(name, State.RUNNING, pid, f"{where} ({serving})")
+    if proc.is_stale():
+        detail = f"pidfile {proc.pidfile} names pid {proc.recorded_pid()}, which is gone"
+        return ComponentStatus(name, State.DEAD, proc.recorded_pid(), detail)
+    return ComponentStatus(name, State.STOPPED, None, "")
+
+
+def _start(name: str, component: Component, where: str, report: Report) -> None:
+    proc = component.process
+    pid = proc.live_pid()
+    if pid is not None:
+        report(f"{name} already running (pid {pid}) at {where}; nothing to do")
+        return
+    if proc.is_stale():
+        report(f"{name}: stale pidfile (pid {proc.recorded_pid()} is gone); restarting")
+        proc.clear()
+    report(f"{name}: starting at {where} ...")
+    pid = component.start()
+    report(f"{name}: running (pid {pid}), logs in {component.log_file}")

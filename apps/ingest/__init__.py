@@ -1,0 +1,1 @@
+"""Dirty ingestion: raw vote events in several formats, normalized before the warehouse."""

@@ -1,0 +1,183 @@
+"""Warehouse ETL freshness and throughput: Kafka commit to Delta visibility, live.
+
+    .venv/bin/python bench/etl_bench.py --votes 20000 --rate 1000
+
+Runs the Leaderboard on a supervised worker while votes arrive at `--rate` batches/s, with the
+ETL (`txstream etl run`, Spark local mode) streaming the committed topics into a fresh
+warehouse. Once every accepted vote is in Delta, it reads the warehouse back with delta-rs:
+each vote's freshness is the commit time of its micro-batch (`etl_commits`) minus its Kafka
+record's timestamp, which the engine's producer set just before its group commit. Prints
+p50/p99 freshness, landed rows/s, and a markdown row for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import typer
+from confluent_kafka import Producer
+from deltalake import DeltaTable, QueryBuilder
+from deltalake.exceptions import TableNotFoundError
+from machine_info import machine, machine_text
+
+from leaderboard.commits import recovered_tables, wait_for_batches
+from leaderboard.dataflow import Params, build_app
+from leaderboard.loader import Loader
+from leaderboard.votegen import write_votes_file
+from leaderboard.votes_file import iter_batches
+from txstream.app import App
+from txstream.commit.topics import AppTopics
+from txstream.config import Settings
+from txstream.kafka.clients import send, transactional_producer_config
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
+from txstream.stack.supervisor import Policy, Supervised
+
+TXSTREAM = str(Path(sys.executable).with_name("txstream"))
+
+
+def rows(path: Path) -> list[dict[str, Any]]:
+    try:
+        table = DeltaTable(str(path))
+    except TableNotFoundError:
+        return []
+    reader = QueryBuilder().register("t", table).execute("SELECT * FROM t")
+    return list(pa.table(reader.read_all()).to_pylist())
+
+
+def caught_up(root: Path, accepted: int, since: int) -> bool:
+    """`accepted` votes are in Delta, and every micro-batch that landed one after batch
+    `since` is recorded in `etl_commits`."""
+    votes = [v for v in rows(root / "votes") if v["batch_id"] > since]
+    recorded = {c["etl_batch"] for c in rows(root / "etl_commits") if c["query"] == "streams"}
+    return len(votes) >= accepted and {v["etl_batch"] for v in votes} <= recorded
+
+
+class Producing:
+    """Vote batches from the file, paced, in one Kafka transaction per 100 ms."""
+
+    def __init__(self, settings: Settings, app: str, votes: Path) -> None:
+        self.codec = BatchCodec(SchemaRegistry(settings.schema_dir).get("leaderboard.Vote"))
+        self.topic = AppTopics(app).stream("votes")
+        self.producer = Producer(transactional_producer_config(settings, f"etl-bench-{app}"))
+        self.producer.init_transactions(60)
+        self.batches = iter_batches(votes, 1)
+
+    def send(self, count: int, rate: int) -> int:
+        """The next `count` batches at `rate` per second; returns the last batch id."""
+        per_tick, last, started = max(1, rate // 10), 0, time.monotonic()
+        self.producer.begin_transaction()
+        for i, batch in zip(range(1, count + 1), self.batches, strict=False):
+            tuples = [asdict(v) for v in batch.votes]
+            send(self.producer, self.topic, self.codec.encode("votes", batch.batch_id, tuples))
+            last = batch.batch_id
+            if i % per_tick == 0:
+                self.producer.commit_transaction(60)
+                time.sleep(max(0.0, started + i / rate - time.monotonic()))
+                self.producer.begin_transaction()
+        self.producer.commit_transaction(60)
+        return last
+
+
+def accepted_between(settings: Settings, app: App, first: int, last: int) -> int:
+    """Accepted votes of batches first..last, from the engine's committed state."""
+    votes = recovered_tables(settings, app)["votes"]
+    return sum(1 for r in votes.values() if first <= r["vote_id"] <= last)
+
+
+def main(
+    votes: int = typer.Option(20_000, help="vote batches (1 vote each), measured"),
+    rate: int = typer.Option(1000, help="batches per second offered"),
+    warmup: int = typer.Option(2000, help="vote batches sent first and not measured"),
+    trigger_s: float = typer.Option(1.0, help="ETL micro-batch interval"),
+    timeout_s: float = typer.Option(900, help="give up after this long"),
+) -> None:
+    settings = Settings()
+    # No removals: the measured votes all stay in the engine's votes table, to count them.
+    params = Params(contestants=25, threshold=10 * (votes + warmup), window=100, slide=10)
+    app = build_app(params, name=f"etl-bench-{uuid.uuid4().hex[:8]}")
+    worker = Supervised(
+        "worker",
+        [TXSTREAM, "worker", "run", "--app", "leaderboard.dataflow:from_params",
+         "--params", json.dumps({**asdict(params), "name": app.name})],
+        settings,
+        policy=Policy(max_restarts=3, window_s=60.0),
+    )  # fmt: skip
+    alive = lambda: worker.supervisor.live_pid() is not None  # noqa: E731
+    commits_topic = AppTopics(app.name).commits
+    with tempfile.TemporaryDirectory() as tmp:
+        warehouse = Path(tmp) / "warehouse"
+        root = warehouse / app.name
+        votes_file = Path(tmp) / "votes.txt"
+        # S-Store's generator: some votes are rejected; the fact table gets the accepted ones.
+        write_votes_file(votes_file, warmup + votes, contestants=params.contestants, seed=11)
+        Loader(settings, app).load_reference_data()
+        producing = Producing(settings, app.name, votes_file)
+        settings.log_dir.mkdir(parents=True, exist_ok=True)
+        log = (settings.log_dir / f"{app.name}-etl.log").open("wb")
+        etl = subprocess.Popen(
+            [TXSTREAM, "etl", "run", "--app", app.name, "--trigger-s", str(trigger_s)],
+            env={**os.environ, "TXSTREAM_WAREHOUSE_URI": str(warehouse)},
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        worker.start()
+        deadline = time.monotonic() + timeout_s
+
+        def wait(what: str, check: Callable[[], bool]) -> None:
+            while not check():
+                if etl.poll() is not None or time.monotonic() > deadline:
+                    sys.exit(f"the ETL stopped or timed out waiting for {what}; see {log.name}")
+                time.sleep(0.5)
+
+        try:
+            # Warm-up: Spark's first micro-batches of each query pay for class loading and JIT.
+            first = producing.send(warmup, rate) + 1
+            wait_for_batches(settings, commits_topic, {"votes": first - 1}, timeout_s, alive)
+            wait("the warm-up", lambda: caught_up(root, 1, 0))
+            print(f"ETL warm; producing {votes} batches at {rate}/s", file=sys.stderr)
+            last = producing.send(votes, rate)
+            wait_for_batches(settings, commits_topic, {"votes": last}, timeout_s, alive)
+            worker.stop()
+            accepted = accepted_between(settings, app, first, last)
+            wait("the measured votes", lambda: caught_up(root, accepted, first - 1))
+        finally:
+            worker.stop()
+            etl.kill()
+            etl.wait(30)
+        commits = {
+            c["etl_batch"]: c["committed_at"]
+            for c in rows(root / "etl_commits")
+            if c["query"] == "streams"
+        }
+        landed = [v for v in rows(root / "votes") if v["batch_id"] >= first]
+    fresh = sorted((commits[v["etl_batch"]] - v["committed_at"]).total_seconds() for v in landed)
+    micro_batches = sorted({v["etl_batch"] for v in landed})
+    start = min(v["committed_at"] for v in landed)
+    span = (commits[micro_batches[-1]] - start).total_seconds()
+    p50, p99 = statistics.median(fresh), fresh[int(0.99 * (len(fresh) - 1))]
+    m = machine()
+    print(f"machine: {machine_text(m)}")
+    print(f"{len(landed)} votes in {len(micro_batches)} micro-batches over {span:.1f}s")
+    print(f"freshness p50 {p50:.2f}s p99 {p99:.2f}s max {fresh[-1]:.2f}s")
+    print(
+        f"| {date.today()} | {votes} at {rate}/s, trigger {trigger_s}s | {p50:.2f} | {p99:.2f} "
+        f"| {len(landed) / span:,.0f} | {machine_text(m)} |"
+    )
+
+
+if __name__ == "__main__":
+    typer.run(main)

@@ -1,0 +1,5 @@
+"""`python -m bench.leaderboard_peers`."""
+
+from bench.leaderboard_peers.run import main
+
+main()

@@ -1,0 +1,115 @@
+"""`txstream etl`: run the warehouse ETL, and its maintenance batch job.
+
+Spark is imported only when a command runs, so the rest of `txstream` starts fast.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import statistics
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
+
+app = typer.Typer(help="Warehouse ETL: committed topics into Delta tables with Spark.")
+console = Console(stderr=True)
+DEMO_APP = re.compile(r"^(leaderboard-demo-(\d+))\.changelog$")
+
+
+def resolve_app(settings: Settings, app_name: str) -> str:
+    """`latest` means the newest `make demo` app on the broker."""
+    if app_name != "latest":
+        return app_name
+    demos = [m for t in TopicAdmin(settings).list_topics() if (m := DEMO_APP.match(t))]
+    if not demos:
+        console.print("[red]error:[/red] --app latest: no leaderboard-demo-* app on the broker")
+        console.print("run `make demo` first, or name the app with --app")
+        raise typer.Exit(2)
+    return max(demos, key=lambda m: int(m.group(2))).group(1)
+
+
+@app.command()
+def run(
+    app_name: str = typer.Option(..., "--app", help="the app whose topics to load; 'latest': "
+                                 "the newest `make demo` app"),
+    once: bool = typer.Option(False, help="load what is committed now, then stop"),
+    raw_topic: str = typer.Option("", help="also ingest raw vote events (CSV/JSON) from it"),
+    trigger_s: float = typer.Option(1.0, help="seconds between micro-batches when streaming"),
+    max_batches_per_trigger: int = typer.Option(
+        0, help="atomic batches per micro-batch from stream topics; 0: all available"
+    ),
+    metrics: bool = typer.Option(True, help="serve Prometheus metrics, registered for scraping"),
+    metrics_port: int = typer.Option(0, help="metrics port; 0: any free port"),
+    metrics_host: str = typer.Option("127.0.0.1", help="address of the metrics endpoint"),
+) -> None:  # fmt: skip
+    """Stream the app's committed topics into Delta tables, exactly once."""
+    from txstream.observability.targets import serve_metrics
+    from txstream_etl.job import RunOptions, app_root
+    from txstream_etl.job import run as run_job
+    from txstream_etl.leaderboard_warehouse import latest_snapshot
+    from txstream_etl.session import spark_session
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    settings = Settings()
+    app_name = resolve_app(settings, app_name)
+    if metrics:
+        port = serve_metrics(settings, "etl", metrics_host, metrics_port)
+        console.print(f"metrics on {metrics_host}:{port}/metrics")
+    options = RunOptions(once, trigger_s, max_batches_per_trigger or None)
+    spark = spark_session(settings, f"txstream-etl-{app_name}")
+    console.print(f"ETL of {app_name} into {app_root(settings, app_name)}")
+    try:
+        writers = run_job(spark, settings, app_name, raw_topic or None, options)
+        board = latest_snapshot(spark, app_root(settings, app_name))
+    finally:
+        spark.stop()
+    summary = Table(title=f"ETL of {app_name}")
+    for column in ("query", "table", "rows", "quarantined", "freshness p50 / p99 s"):
+        summary.add_column(column)
+    for w in writers:
+        fresh = sorted(w.stats.freshness_s)
+        p = (
+            f"{statistics.median(fresh):.2f} / {fresh[int(0.99 * (len(fresh) - 1))]:.2f}"
+            if fresh
+            else "-"
+        )
+        for table in sorted(w.tables):
+            bad = sum(n for (t, _), n in w.stats.quarantined.items() if t == table)
+            summary.add_row(w.query, table, str(w.stats.rows[table]), str(bad), p)
+    Console().print(summary)
+    if board is not None:
+        Console().print(f"warehouse leaderboards: {board}")
+
+
+@app.command()
+def maintain(
+    app_name: str = typer.Option(..., "--app", help="the app whose warehouse to maintain"),
+) -> None:
+    """Rebuild the aggregates, compact every table (OPTIMIZE) and VACUUM files older than
+    each table's retention (`delta.deletedFileRetentionDuration`, 7 days)."""
+    from txstream_etl.job import app_root
+    from txstream_etl.maintenance import maintain as run_maintenance
+    from txstream_etl.session import spark_session
+
+    settings = Settings()
+    app_name = resolve_app(settings, app_name)
+    root = app_root(settings, app_name)
+    spark = spark_session(settings, f"txstream-etl-maintain-{app_name}")
+    try:
+        report = run_maintenance(spark, root)
+    finally:
+        spark.stop()
+    for table, removed in sorted(report.compacted.items()):
+        console.print(f"{table}: compacted {removed} files; vacuumed")
+    console.print(f"daily_votes: {report.daily_rows} rows")
+
+
+def main() -> None:
+    """`spark-submit spark-jobs/etl.py run --app NAME`: the same commands."""
+    app()

@@ -1,0 +1,146 @@
+"""The streaming ETL: one Structured Streaming query per source kind, into Delta.
+
+Queries read with `kafka.isolation.level=read_committed`, so only committed transactions
+reach the warehouse, decode in Spark's Python workers (`decode.decode_arrow`), and write
+with `writer.MicroBatchWriter`. Each query has its own checkpoint, by default inside the
+app's warehouse directory so the two are kept or dropped together; restarting on the same
+checkpoint and warehouse resumes exactly where the last committed
+micro-batch ended.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import SparkSession
+from pyspark.sql import functions as F
+from pyspark.sql.streaming.query import StreamingQuery
+
+from txstream.config import Settings
+from txstream_etl.decode import decode_arrow
+from txstream_etl.leaderboard_warehouse import LeaderboardWarehouse, Query
+from txstream_etl.tables import ETL_COMMITS_TABLE
+from txstream_etl.writer import MicroBatchWriter
+
+DECODED_DDL = (
+    "table STRING, row STRING, deleted BOOLEAN, batch_id BIGINT, seq INT, topic STRING, "
+    "partition INT, offset BIGINT, kafka_ts_ms BIGINT, reason STRING, detail STRING, "
+    "payload STRING"
+)
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    once: bool = False  # process what is committed now, then stop (availableNow)
+    trigger_s: float = 1.0
+    max_batches_per_trigger: int | None = None  # atomic batches (Kafka records) per trigger
+
+
+def warehouse_root(settings: Settings) -> str:
+    return settings.warehouse_uri or str(settings.home / "warehouse")
+
+
+def app_root(settings: Settings, app: str) -> str:
+    """Where the app's tables live: `<warehouse_uri>/<app>`."""
+    return f"{warehouse_root(settings).rstrip('/')}/{app}"
+
+
+def checkpoint(settings: Settings, app: str, query: str) -> str:
+    if settings.checkpoint_uri:
+        return f"{settings.checkpoint_uri.rstrip('/')}/{app}/{query}"
+    return f"{app_root(settings, app)}/_checkpoints/{query}"
+
+
+class WarehouseMismatch(RuntimeError):
+    """A checkpoint without its tables: resuming would land nothing the checkpoint covers."""
+
+
+def exists(spark: SparkSession, uri: str) -> bool:
+    """Whether a path exists, on whatever file system its URI names (Hadoop's)."""
+    jvm: Any = spark.sparkContext._jvm
+    path = jvm.org.apache.hadoop.fs.Path(uri)
+    return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path))
+
+
+def start_query(
+    spark: SparkSession,
+    settings: Settings,
+    app: str,
+    query: Query,
+    writer: MicroBatchWriter,
+    options: RunOptions,
+) -> StreamingQuery:
+    reader = (
+        spark.readStream.format("kafka")
+        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .option("subscribe", ",".join(query.plan.topics))
+        .option("startingOffsets", "earliest")
+        .option("kafka.isolation.level", "read_committed")
+    )
+    if options.max_batches_per_trigger and query.rate_limited:
+        reader = reader.option("maxOffsetsPerTrigger", options.max_batches_per_trigger)
+    kafka = reader.load().select(
+        "topic",
+        "partition",
+        "offset",
+        F.unix_millis("timestamp").alias("kafka_ts_ms"),
+        "key",
+        "value",
+    )
+    decoded = kafka.mapInArrow(functools.partial(decode_arrow, query.plan), DECODED_DDL)
+    stream = (
+        decoded.writeStream.queryName(f"{app}:{query.name}")
+        .option("checkpointLocation", checkpoint(settings, app, query.name))
+        .foreachBatch(writer)
+    )
+    if options.once:
+        stream = stream.trigger(availableNow=True)
+    else:
+        stream = stream.trigger(processingTime=f"{options.trigger_s} seconds")
+    return stream.start()
+
+
+def run(
+    spark: SparkSession,
+    settings: Settings,
+    app: str,
+    raw_topic: str | None,
+    options: RunOptions,
+    on_start: Callable[[list[StreamingQuery]], None] | None = None,
+) -> list[MicroBatchWriter]:
+    """Run the app's queries: until caught up (`once`), else until one fails or stops."""
+    root = app_root(settings, app)
+    warehouse = LeaderboardWarehouse(app, root, str(settings.schema_dir), raw_topic)
+    for query in warehouse.queries():
+        marks = f"{root}/{ETL_COMMITS_TABLE.name}"
+        if exists(spark, checkpoint(settings, app, query.name)) and not exists(spark, marks):
+            raise WarehouseMismatch(
+                f"checkpoint {checkpoint(settings, app, query.name)} exists but the tables in "
+                f"{root} do not: delete the checkpoint too, or restore the tables"
+            )
+    warehouse.ensure(spark)
+    writers, queries = [], []
+    for query in warehouse.queries():
+        after = warehouse.snapshot if query.snapshots else None
+        writer = MicroBatchWriter(root, app, query.name, query.tables, after)
+        writers.append(writer)
+        queries.append(start_query(spark, settings, app, query, writer, options))
+    if on_start is not None:
+        on_start(queries)
+    try:
+        if options.once:
+            for q in queries:
+                q.awaitTermination()
+        else:
+            spark.streams.awaitAnyTermination()
+    finally:
+        for q in queries:
+            q.stop()
+    for q in queries:
+        error = q.exception()
+        if error is not None:
+            raise error
+    return writers

@@ -1,0 +1,107 @@
+"""The warehouse's Delta tables: their columns, keys, partitioning and retention.
+
+Three kinds of table:
+- facts (`FactTable`) are append-only, one row per tuple of a stream, partitioned by the day
+  the source batch was committed to Kafka, so old days compact and age out whole;
+- mirrors (`MirrorTable`) follow an engine table through its changelog with one MERGE per
+  micro-batch; a dimension keeps removed rows, marked `is_current = false`;
+- system tables: the quarantine, one row per micro-batch written (`etl_commits`, the read
+  point where every table of a query agrees), and app-specific tables such as snapshots.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from delta.tables import DeltaTable
+from pyspark.sql import SparkSession
+from pyspark.sql.types import StructType
+
+# Vacuum policy: files a table no longer references are kept this long (time travel and
+# readers still on an old version), and log entries for as long again as history.
+TABLE_PROPERTIES = {
+    "delta.deletedFileRetentionDuration": "interval 7 days",
+    "delta.logRetentionDuration": "interval 30 days",
+}
+
+FACT_META = (
+    "batch_id BIGINT, seq INT, source_partition INT, source_offset BIGINT, "
+    "committed_at TIMESTAMP, committed_date DATE, etl_batch BIGINT"
+)
+MIRROR_META = "source_partition INT, source_offset BIGINT, committed_at TIMESTAMP, etl_batch BIGINT"
+QUARANTINE = (
+    "target_table STRING, reason STRING, detail STRING, payload STRING, source_topic STRING, "
+    "source_partition INT, source_offset BIGINT, batch_id BIGINT, committed_at TIMESTAMP, "
+    "etl_batch BIGINT, quarantined_at TIMESTAMP"
+)
+ETL_COMMITS = (
+    "query STRING, etl_batch BIGINT, committed_at TIMESTAMP, rows BIGINT, quarantined BIGINT, "
+    "first_kafka_ts TIMESTAMP, last_kafka_ts TIMESTAMP"
+)
+
+
+def ddl(columns: str) -> StructType:
+    schema = StructType.fromDDL(columns)
+    if not isinstance(schema, StructType):
+        raise TypeError(f"not a list of columns: {columns!r}")
+    return schema
+
+
+@dataclass(frozen=True)
+class FactTable:
+    name: str
+    columns: str  # DDL of the data columns, as the cleaned rows carry them
+    partition_by: tuple[str, ...] = ("committed_date",)
+
+    @property
+    def schema(self) -> StructType:
+        return ddl(f"{self.columns}, {FACT_META}")
+
+
+@dataclass(frozen=True)
+class MirrorTable:
+    name: str
+    columns: str
+    key: tuple[str, ...]
+    dimension: bool = False  # keep deleted rows as is_current = false
+    partition_by: tuple[str, ...] = ()
+
+    @property
+    def schema(self) -> StructType:
+        current = ", is_current BOOLEAN" if self.dimension else ""
+        return ddl(f"{self.columns}{current}, {MIRROR_META}")
+
+
+@dataclass(frozen=True)
+class SystemTable:
+    name: str
+    columns: str
+    partition_by: tuple[str, ...] = ()
+
+    @property
+    def schema(self) -> StructType:
+        return ddl(self.columns)
+
+
+Table = FactTable | MirrorTable | SystemTable
+
+QUARANTINE_TABLE = SystemTable("quarantine", QUARANTINE, ("target_table",))
+ETL_COMMITS_TABLE = SystemTable("etl_commits", ETL_COMMITS)
+
+
+def table_path(root: str, table: str) -> str:
+    return f"{root.rstrip('/')}/{table}"
+
+
+def ensure_table(spark: SparkSession, root: str, table: Table) -> None:
+    """Create the table at its path unless it exists; an existing one is left as it is."""
+    builder = (
+        DeltaTable.createIfNotExists(spark)
+        .location(table_path(root, table.name))
+        .addColumns(table.schema)
+    )
+    if table.partition_by:
+        builder = builder.partitionedBy(*table.partition_by)
+    for key, value in TABLE_PROPERTIES.items():
+        builder = builder.property(key, value)
+    builder.execute()

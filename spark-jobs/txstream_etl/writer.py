@@ -1,0 +1,269 @@
+"""One micro-batch of decoded rows into Delta: each table once, exactly once.
+
+Kafka's read_committed end offsets fall between transactions, so a micro-batch holds whole
+atomic batches (and whole group commits of the changelog). Each table gets one Delta commit
+per micro-batch, an append or a MERGE, so a batch lands in a table whole or not at all.
+
+Every commit carries Delta's idempotent-write marker (app id, version = the micro-batch id).
+Spark writes its offsets before running a batch and its commit after, so a job killed in
+between re-runs the same batch with the same id on restart; tables that already committed it
+skip it, the others write it. No table ever holds a batch twice or misses one.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from collections import Counter as Tally
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from delta.tables import DeltaTable
+from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
+from pyspark.sql import functions as F
+
+from txstream import failpoints
+from txstream_etl.metrics import FRESHNESS, QUARANTINED, ROWS
+from txstream_etl.tables import (
+    ETL_COMMITS_TABLE,
+    QUARANTINE_TABLE,
+    FactTable,
+    MirrorTable,
+    table_path,
+)
+
+AfterBatch = Callable[[SparkSession, int], None]
+log = logging.getLogger("txstream.etl")
+
+
+def txn_app_id(app: str, query: str) -> str:
+    """Delta's idempotent-write id of one query: its checkpoint and tables go together."""
+    return f"txstream-etl:{app}:{query}"
+
+
+@dataclass
+class BatchStats:
+    """What the query landed so far, for the run's closing summary."""
+
+    rows: Tally[str] = field(default_factory=Tally)
+    quarantined: Tally[tuple[str, str]] = field(default_factory=Tally)
+    freshness_s: list[float] = field(default_factory=list)
+
+
+class MicroBatchWriter:
+    """The `foreachBatch` function of one streaming query."""
+
+    def __init__(
+        self,
+        root: str,
+        app: str,
+        query: str,
+        tables: Mapping[str, FactTable | MirrorTable],
+        after: AfterBatch | None = None,
+    ) -> None:
+        self.root = root
+        self.query = query
+        self.app_id = txn_app_id(app, query)
+        self.tables = dict(tables)
+        self.after = after
+        self.stats = BatchStats()
+
+    def __call__(self, df: DataFrame, epoch: int) -> None:
+        spark = df.sparkSession
+        df = df.persist()
+        try:
+            counts = df.groupBy("table", "reason", "kafka_ts_ms").count().collect()
+            if counts:
+                self._write(spark, df, epoch, counts)
+        finally:
+            df.unpersist()
+
+    def _write(self, spark: SparkSession, df: DataFrame, epoch: int, counts: list[Row]) -> None:
+        started = time.monotonic()
+        landed = {c["table"] for c in counts if c["reason"] is None}
+        commits: list[Callable[[], None]] = []
+        for name in sorted(landed & self.tables.keys()):
+            rows = df.where((F.col("table") == name) & F.col("reason").isNull())
+            table = self.tables[name]
+            if isinstance(table, FactTable):
+                commits.append(functools.partial(
+                    self._append, _fact_rows(rows, table, epoch), table.name, epoch
+                ))  # fmt: skip
+            else:
+                commits.append(functools.partial(
+                    self._merge, spark, _mirror_rows(rows, table, epoch), table, epoch
+                ))  # fmt: skip
+        if any(c["reason"] is not None for c in counts):
+            bad = _quarantine_rows(df.where(F.col("reason").isNotNull()), epoch)
+            commits.append(functools.partial(self._append, bad, QUARANTINE_TABLE.name, epoch))
+        # The tables are independent Delta logs: commit them side by side, since each commit
+        # is mostly Spark's fixed per-job latency. All must succeed before the batch counts.
+        with ThreadPoolExecutor(max_workers=len(commits) or 1) as pool:
+            for future in [pool.submit(commit) for commit in commits]:
+                future.result()
+        if self.after is not None and landed:
+            self.after(spark, epoch)
+        done = time.time()
+        self._append(
+            _commit_row(spark, self.query, counts, epoch, done), ETL_COMMITS_TABLE.name, epoch
+        )
+        self._observe(counts, done)
+        log.info(
+            "%s micro-batch %d: %s in %.1fs",
+            self.query,
+            epoch,
+            ", ".join(f"{t} {n}" for t, n in sorted(_per_table(counts).items())),
+            time.monotonic() - started,
+        )
+
+    def _append(self, rows: DataFrame, table: str, epoch: int) -> None:
+        (
+            rows.write.format("delta")
+            .mode("append")
+            .option("txnAppId", self.app_id)
+            .option("txnVersion", epoch)
+            .save(table_path(self.root, table))
+        )
+        failpoints.hit("etl.after_table_commit")
+
+    def _merge(self, spark: SparkSession, rows: DataFrame, table: MirrorTable, epoch: int) -> None:
+        target = DeltaTable.forPath(spark, table_path(self.root, table.name)).alias("t")
+        on = " AND ".join(f"t.{k} <=> s.{k}" for k in table.key)
+        data = [f for f in table.schema.fieldNames() if f != "is_current"]
+        values: dict[str, str | Column] = {f: f"s.{f}" for f in data}
+        merge = target.merge(rows.alias("s"), on)
+        if table.dimension:
+            # A deleted row stays, no longer current, with its last known values.
+            last_known: dict[str, str | Column] = {f: f"coalesce(s.{f}, t.{f})" for f in data}
+            merge = (
+                merge.whenMatchedUpdate("s._deleted", {**last_known, "is_current": "false"})
+                .whenMatchedUpdate(set={**values, "is_current": "true"})
+                .whenNotMatchedInsert("s._deleted AND s._known", {**values, "is_current": "false"})
+                .whenNotMatchedInsert("NOT s._deleted", {**values, "is_current": "true"})
+            )
+        else:
+            merge = (
+                merge.whenMatchedDelete("s._deleted")
+                .whenMatchedUpdate(set=values)
+                .whenNotMatchedInsert("NOT s._deleted", values)
+            )
+        # DML takes the idempotent-write marker from the session conf. Each query has its own
+        # session, and every table of one micro-batch uses the same marker, so concurrent
+        # merges of one batch set the same values.
+        spark.conf.set("spark.databricks.delta.write.txnAppId", self.app_id)
+        spark.conf.set("spark.databricks.delta.write.txnVersion", str(epoch))
+        merge.execute()
+        failpoints.hit("etl.after_table_commit")
+
+    def _observe(self, counts: list[Row], done: float) -> None:
+        for c in counts:
+            table, reason, n = c["table"], c["reason"], int(c["count"])
+            if reason is not None:
+                QUARANTINED.labels(table, reason).inc(n)
+                self.stats.quarantined[(table, reason)] += n
+                continue
+            ROWS.labels(table).inc(n)
+            self.stats.rows[table] += n
+            age = max(0.0, done - c["kafka_ts_ms"] / 1000)
+            histogram = FRESHNESS.labels(table)
+            for _ in range(n):
+                histogram.observe(age)
+            self.stats.freshness_s.extend([age] * n)
+
+
+def _per_table(counts: list[Row]) -> dict[str, int]:
+    out: Tally[str] = Tally()
+    for c in counts:
+        out[c["table"] if c["reason"] is None else f"{c['table']} quarantined"] += int(c["count"])
+    return dict(out)
+
+
+def _kafka_meta(epoch: int) -> list[Column]:
+    committed = F.timestamp_millis(F.col("kafka_ts_ms"))
+    return [
+        F.col("partition").alias("source_partition"),
+        F.col("offset").alias("source_offset"),
+        committed.alias("committed_at"),
+        F.lit(epoch).cast("bigint").alias("etl_batch"),
+    ]
+
+
+def _fact_rows(rows: DataFrame, table: FactTable, epoch: int) -> DataFrame:
+    data = F.from_json("row", table.schema)
+    typed = rows.select(data.alias("r"), "batch_id", "seq", *_kafka_meta(epoch))
+    columns = table.schema.fieldNames()
+    own = {"batch_id", "seq", "source_partition", "source_offset", "committed_at", "etl_batch"}
+    out = typed.select(
+        *[F.col(f"r.{c}").alias(c) for c in columns if c not in own and c != "committed_date"],
+        *[F.col(c) for c in own],
+    ).withColumn("committed_date", F.to_date("committed_at"))
+    return out.select(*columns)
+
+
+def _mirror_rows(rows: DataFrame, table: MirrorTable, epoch: int) -> DataFrame:
+    """One typed change per key: the last in offset order, with the key's last known data.
+
+    A tombstone carries only the key. A dimension keeps a deleted row, so it needs the row's
+    last values, which may come from an earlier change in the same micro-batch (a contestant
+    added and removed at once) or, failing that, from the table (the MERGE keeps them).
+    """
+    typed = rows.select(
+        F.from_json("row", table.schema).alias("r"),
+        F.col("deleted").alias("_deleted"),
+        *_kafka_meta(epoch),
+    )
+    by_key = Window.partitionBy(*[F.col(f"r.{k}") for k in table.key])
+    in_order = by_key.orderBy("source_partition", "source_offset")
+    whole = in_order.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    newest_first = (F.desc("source_partition"), F.desc("source_offset"))
+    data = F.when(~F.col("_deleted"), F.col("r"))
+    last = (
+        typed.withColumn("_known", F.last(data, ignorenulls=True).over(whole))
+        .withColumn("_n", F.row_number().over(by_key.orderBy(*newest_first)))
+        .where("_n = 1")
+    )
+    meta = ("source_partition", "source_offset", "committed_at", "etl_batch")
+    columns = [c for c in table.schema.fieldNames() if c not in meta and c != "is_current"]
+    return last.select(
+        *[F.col(f"r.{c}" if c in table.key else f"_known.{c}").alias(c) for c in columns],
+        *[F.col(c) for c in meta],
+        "_deleted",
+        F.col("_known").isNotNull().alias("_known"),
+    )
+
+
+def _quarantine_rows(rows: DataFrame, epoch: int) -> DataFrame:
+    return rows.select(
+        F.col("table").alias("target_table"),
+        "reason",
+        "detail",
+        "payload",
+        F.col("topic").alias("source_topic"),
+        F.col("partition").alias("source_partition"),
+        F.col("offset").alias("source_offset"),
+        "batch_id",
+        F.timestamp_millis(F.col("kafka_ts_ms")).alias("committed_at"),
+        F.lit(epoch).cast("bigint").alias("etl_batch"),
+        F.current_timestamp().alias("quarantined_at"),
+    )
+
+
+def _commit_row(
+    spark: SparkSession, query: str, counts: list[Row], epoch: int, done: float
+) -> DataFrame:
+    landed = sum(int(c["count"]) for c in counts if c["reason"] is None)
+    bad = sum(int(c["count"]) for c in counts if c["reason"] is not None)
+    stamps = [int(c["kafka_ts_ms"]) for c in counts]
+    row = (
+        query,
+        epoch,
+        datetime.fromtimestamp(done, UTC),
+        landed,
+        bad,
+        datetime.fromtimestamp(min(stamps) / 1000, UTC),
+        datetime.fromtimestamp(max(stamps) / 1000, UTC),
+    )
+    return spark.createDataFrame([row], ETL_COMMITS_TABLE.schema)
