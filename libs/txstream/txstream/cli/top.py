@@ -38,23 +38,25 @@ def top(
     def addresses() -> list[str]:
         return target or [t.address for t in live_targets(settings)]
 
-    if not addresses():
+    where = addresses()
+    if not where:
         console.print(
             "[red]error:[/red] no running service serves metrics "
             f"(none registered in {settings.home}/metrics/targets); start one, or pass --target"
         )
         raise typer.Exit(1)
-    before, taken = snapshot.scrape(addresses()), time.monotonic()
+    before, taken = snapshot.scrape(where), time.monotonic()
     if once:
         time.sleep(interval)  # the measuring interval itself, not a wait for a condition
-        after = snapshot.scrape(addresses())
-        console.print(view(before, after, time.monotonic() - taken, addresses()))
+        after = snapshot.scrape(where)
+        console.print(view(before, after, time.monotonic() - taken, where))
         return
     with Live(console=console, auto_refresh=False) as live, contextlib.suppress(KeyboardInterrupt):
         while True:  # until Ctrl-C
             time.sleep(interval)  # the refresh period
-            after, now = snapshot.scrape(addresses()), time.monotonic()
-            live.update(view(before, after, now - taken, addresses()), refresh=True)
+            where = addresses()  # services come and go between refreshes
+            after, now = snapshot.scrape(where), time.monotonic()
+            live.update(view(before, after, now - taken, where), refresh=True)
             before, taken = after, now
 
 

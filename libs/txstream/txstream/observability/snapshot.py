@@ -98,14 +98,14 @@ def _delta(
 
 def procedures(before: Samples, after: Samples, dt: float) -> list[ProcedureRow]:
     by = ("app", "procedure")
-    counts = _delta(_sum_by(before, "txstream_te_seconds_count", by),
-                    _sum_by(after, "txstream_te_seconds_count", by))  # fmt: skip
+    counts_now = _sum_by(after, "txstream_te_seconds_count", by)
+    counts = _delta(_sum_by(before, "txstream_te_seconds_count", by), counts_now)
     buckets = _delta(_sum_by(before, "txstream_te_seconds_bucket", (*by, "le")),
                      _sum_by(after, "txstream_te_seconds_bucket", (*by, "le")))  # fmt: skip
     abort_keys = (*by, "reason")
     aborts_now = _sum_by(after, "txstream_aborts_total", abort_keys)
     aborts = _delta(_sum_by(before, "txstream_aborts_total", abort_keys), aborts_now)
-    names = set(_sum_by(after, "txstream_te_seconds_count", by)) | {k[:2] for k in aborts_now}
+    names = set(counts_now) | {k[:2] for k in aborts_now}
     rows = []
     for app, proc in sorted(names):
         hist = [(float(le), n) for (a, p, le), n in buckets.items() if (a, p) == (app, proc)]

@@ -19,7 +19,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from txstream.config import Settings
-from txstream.stack.process import ManagedProcess
+from txstream.stack.process import ManagedProcess, port_free
 
 SERVER_PROPERTIES = """\
 process.roles=broker,controller
@@ -133,15 +133,11 @@ class KafkaBroker:
 
     def _check_port_free(self) -> None:
         for port in (self.settings.kafka_port, self.settings.kafka_controller_port):
-            with socket.socket() as s:
-                s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                try:
-                    s.bind((self.settings.kafka_host, port))
-                except OSError as e:
-                    raise BrokerError(
-                        f"port {self.settings.kafka_host}:{port} is in use by another process; "
-                        "set TXSTREAM_KAFKA_PORT / TXSTREAM_KAFKA_CONTROLLER_PORT"
-                    ) from e
+            if not port_free(self.settings.kafka_host, port):
+                raise BrokerError(
+                    f"port {self.settings.kafka_host}:{port} is in use by another process; "
+                    "set TXSTREAM_KAFKA_PORT / TXSTREAM_KAFKA_CONTROLLER_PORT"
+                )
 
     def _write_config(self) -> None:
         self.conf_dir.mkdir(parents=True, exist_ok=True)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import time
 from dataclasses import dataclass
@@ -120,3 +121,15 @@ def wait_exit(pid: int, timeout_s: float) -> bool:
             return True
         time.sleep(0.05)
     return not is_alive(pid)
+
+
+def port_free(host: str, port: int) -> bool:
+    """Whether a server could bind host:port now (checked before spawning one, so a taken
+    port is reported by name rather than as a crash in the server's log)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return False
+    return True

@@ -8,7 +8,6 @@ a new port. The data stays under the stack's home, like the broker's.
 from __future__ import annotations
 
 import shutil
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -17,7 +16,7 @@ from pathlib import Path
 
 from txstream.config import Settings
 from txstream.observability.targets import live_targets, targets_dir
-from txstream.stack.process import ManagedProcess
+from txstream.stack.process import ManagedProcess, port_free
 
 CONFIG = """\
 # Written by `txstream stack up`; edits are overwritten. Every txstream service registers
@@ -111,15 +110,11 @@ class PrometheusServer:
 
     def _check_port_free(self) -> None:
         s = self.settings
-        with socket.socket() as sock:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-            try:
-                sock.bind((s.prometheus_host, s.prometheus_port))
-            except OSError as e:
-                raise PrometheusError(
-                    f"port {s.prometheus_host}:{s.prometheus_port} is in use by another process; "
-                    "set TXSTREAM_PROMETHEUS_PORT"
-                ) from e
+        if not port_free(s.prometheus_host, s.prometheus_port):
+            raise PrometheusError(
+                f"port {s.prometheus_host}:{s.prometheus_port} is in use by another process; "
+                "set TXSTREAM_PROMETHEUS_PORT"
+            )
 
     def _write_config(self) -> Path:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
