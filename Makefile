@@ -70,10 +70,12 @@ etl: up
 	SPARK_SUBMIT_OPTS=-XX:TieredStopAtLevel=1 $(BIN)/txstream etl run --app $(ETL_APP) --once
 	SPARK_SUBMIT_OPTS=-XX:TieredStopAtLevel=1 $(BIN)/txstream etl maintain --app $(ETL_APP)
 
+# lint-imports keeps the layers and refuses import circles (contracts in .importlinter).
 lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/lint-imports --no-cache
 
 unit: venv
 	$(BIN)/pytest -q tests/unit

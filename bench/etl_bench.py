@@ -38,10 +38,10 @@ from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
 from leaderboard.votegen import write_votes_file
 from leaderboard.votes_file import iter_batches
-from txstream.app import App
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.clients import send, transactional_producer_config
+from txstream.kafka.topics import AppTopics
+from txstream.model.app import App
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.supervisor import Policy, Supervised

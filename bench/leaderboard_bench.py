@@ -25,9 +25,9 @@ from pathlib import Path
 from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
 from leaderboard.votegen import write_votes_file
-from txstream.commit.pump import TaskPump
-from txstream.commit.task import EngineTask
 from txstream.config import Settings
+from txstream.runtime.pump import TaskPump
+from txstream.runtime.task import PartitionTask
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -56,7 +56,7 @@ def profiled(votes: Path, count: int) -> None:
     loader = Loader(settings, app)
     loader.load_reference_data()
     total = loader.load_votes(votes, batch_size=1)
-    task = EngineTask(app, 0, settings)
+    task = PartitionTask(app, 0, settings)
     pump = TaskPump(task, task.open())
     done = 0
 

@@ -4,7 +4,7 @@
     .venv/bin/python bench/recovery_bench.py --quick    # lengths 1,5,10; fewer batches
 
 8a: the chain app (`apps/chain`, sp1..spN fused by PE triggers, 1 tuple per batch) on one
-in-process EngineTask, for each recovery mode (changelog, strong, weak) x group commit on
+in-process PartitionTask, for each recovery mode (changelog, strong, weak) x group commit on
 (100 ms or 5,000 batches) and off (a commit per input batch) x chain length. The input is
 loaded first; the clock runs from `task.open()` until the last batch is committed. No
 snapshots are taken.
@@ -52,13 +52,14 @@ from rich.progress import (
 
 from chain.dataflow import build_app
 from chain.load import load_batches
-from txstream.app import App
-from txstream.commit.pump import CommitInfo, TaskPump
-from txstream.commit.task import CommitPolicy, EngineTask
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.clients import common_config
-from txstream.recovery.policy import RecoveryMode, RecoveryPolicy
+from txstream.kafka.topics import AppTopics
+from txstream.model.app import App
+from txstream.model.declarations import RecoveryMode
+from txstream.recovery.policy import RecoveryPolicy
+from txstream.runtime.pump import CommitInfo, TaskPump
+from txstream.runtime.task import CommitPolicy, PartitionTask
 
 ROOT = Path(__file__).resolve().parents[1]
 MODES = [RecoveryMode.CHANGELOG, RecoveryMode.STRONG, RecoveryMode.WEAK]
@@ -192,7 +193,7 @@ def measure_throughput(
     with run_home(base) as settings:
         app = new_app(mode, length, tag)
         last = load_batches(settings, app, batches, batch_size=1)
-        task = EngineTask(app, 0, settings, commit, no_snapshots(mode))
+        task = PartitionTask(app, 0, settings, commit, no_snapshots(mode))
         started = time.monotonic()
         positions = task.open()
         open_s = time.monotonic() - started
@@ -237,7 +238,7 @@ def measure_recovery(
     with run_home(base) as settings:
         app = new_app(mode, length, "rec")
         last = load_batches(settings, app, batches, batch_size=1)
-        first = EngineTask(app, 0, settings, GROUP_ON, policy)
+        first = PartitionTask(app, 0, settings, GROUP_ON, policy)
         positions = first.open()
         first.snapshot()  # of the empty state: recovery must replay all N batches
         pump = TaskPump(first, positions)
@@ -255,7 +256,7 @@ def measure_recovery(
         shutil.rmtree(first.state_dir)
         del first
 
-        second = EngineTask(app, 0, settings, GROUP_ON, policy)
+        second = PartitionTask(app, 0, settings, GROUP_ON, policy)
         second.open()
         try:
             after = dict(second.store.scan(b""))

@@ -48,11 +48,11 @@ from rich.console import Console
 from chain import ee
 from chain.dataflow import build_app as pe_chain
 from chain.load import batch_tuples, load_batches
-from txstream.app import App
-from txstream.commit.pump import TaskPump
-from txstream.commit.task import EngineTask
 from txstream.config import Settings
-from txstream.recovery.policy import RecoveryMode
+from txstream.model.app import App
+from txstream.model.declarations import RecoveryMode
+from txstream.runtime.pump import TaskPump
+from txstream.runtime.task import PartitionTask
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for the serial references in tests/reference
@@ -86,7 +86,7 @@ def txstream_run(base: Settings, app: App, batches: int) -> tuple[float, dict[st
     """Seconds from after open to the last batch committed, and the committed tables."""
     with run_home(base) as settings:
         last = load_batches(settings, app, batches, batch_size=1, seed=SEED)
-        task = EngineTask(app, 0, settings, GROUP_ON, no_snapshots(RecoveryMode.CHANGELOG))
+        task = PartitionTask(app, 0, settings, GROUP_ON, no_snapshots(RecoveryMode.CHANGELOG))
         pump = TaskPump(task, task.open())
         started = time.monotonic()
         try:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from txstream.engine.executor import Group
+from txstream.engine.group import Group
 from txstream.engine.windows import WindowState
 from txstream.engine.writeset import TOMBSTONE
 from txstream.model.declarations import Key, Record

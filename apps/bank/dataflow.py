@@ -16,9 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from txstream.app import App
-from txstream.engine.context import TxnContext
-from txstream.model.declarations import Record
+from txstream import App, Record, TxnContext
 
 INITIAL_BALANCE = 100
 

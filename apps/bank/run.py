@@ -27,13 +27,13 @@ from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
 from bank.dataflow import INITIAL_BALANCE
-from txstream.commit.topics import AppTopics, ensure_topics
+from txstream.client import OltpTimeout, TxClient, fragment
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import common_config
-from txstream.oltp.client import OltpTimeout, TxClient, fragment
+from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics, ensure_topics
 from txstream.oltp.messages import TxnResult
-from txstream.oltp.routing import partition_of
 from txstream.stack.supervisor import Policy, Supervised
 
 TOTALS = [("sum", "balance"), ("min", "balance"), ("count", "")]

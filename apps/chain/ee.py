@@ -13,9 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from txstream.app import App
-from txstream.engine.context import TxnContext
-from txstream.model.declarations import Record
+from txstream import App, Record, TxnContext
 
 
 def build_app(length: int, name: str = "ee-chain", triggers: bool = True) -> App:

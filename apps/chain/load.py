@@ -6,11 +6,11 @@ import random
 
 from confluent_kafka import Producer
 
-from txstream.app import App
-from txstream.commit.topics import AppTopics, ensure_topics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import send, transactional_producer_config
+from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.model.app import App
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 

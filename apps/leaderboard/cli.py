@@ -19,10 +19,10 @@ from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader, load_raw_votes
 from leaderboard.results import result_document
 from leaderboard.votes_file import VotesFileError, validate_votes_file
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
-from txstream.recovery.policy import RecoveryMode
+from txstream.kafka.topics import AppTopics
+from txstream.model.declarations import RecoveryMode
 from txstream.stack.stack import Stack
 from txstream.stack.supervisor import Policy, Supervised
 

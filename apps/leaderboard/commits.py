@@ -9,14 +9,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from txstream.app import App
-from txstream.commit.state_codec import StateCodec, table_rows
-from txstream.commit.task import EngineTask
 from txstream.config import Settings
 from txstream.kafka.clients import read_committed_consumer_config
 from txstream.kafka.read import read_to_committed_end
+from txstream.model.app import App
+from txstream.runtime.task import PartitionTask
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
+from txstream.state.codec import StateCodec, table_rows
 
 
 def _consumer(settings: Settings, topic: str) -> Consumer:
@@ -79,7 +79,7 @@ def committed_tables(settings: Settings, codec: StateCodec, topic: str) -> dict[
 def recovered_tables(settings: Settings, app: App) -> dict[str, Any]:
     """Partition 0's committed state, recovered the way a restarted engine recovers it
     (any mode). Opening the engine fences its producer: call this once the worker is gone."""
-    task = EngineTask(app, 0, settings)
+    task = PartitionTask(app, 0, settings)
     task.open()
     try:
         return task.tables()

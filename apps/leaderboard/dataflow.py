@@ -10,9 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from txstream.app import App
-from txstream.engine.context import TxnContext
-from txstream.model.declarations import Record
+from txstream import App, Record, TxnContext
 
 AREA_CODE_DIVISOR = 10**7
 

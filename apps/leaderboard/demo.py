@@ -22,17 +22,17 @@ from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
-from txstream.commit.pump import TaskPump
-from txstream.commit.state_codec import table_rows
-from txstream.commit.task import EngineTask
 from txstream.config import Settings
+from txstream.runtime.pump import TaskPump
+from txstream.runtime.task import PartitionTask
 from txstream.stack.stack import Stack
+from txstream.state.codec import table_rows
 
 BOARD_TABLES = ("contestants", "stats", "removed", "trending")
 console = Console()
 
 
-def committed_result(task: EngineTask) -> dict[str, Any]:
+def committed_result(task: PartitionTask) -> dict[str, Any]:
     entries: dict[bytes, bytes] = {}
     for table in BOARD_TABLES:
         entries.update(task.store.scan(task.codec.prefix(table, ())))
@@ -71,7 +71,7 @@ def main(
         total = loader.load_votes(votes_file, batch_size=1)
     console.print(f"loaded {total:,} vote batches; running the dataflow")
 
-    task = EngineTask(app, 0, settings)
+    task = PartitionTask(app, 0, settings)
     pump = TaskPump(task, task.open())
     done, started, shown = 0, time.monotonic(), 0.0
     with Live(console=console, refresh_per_second=4) as live:

@@ -11,8 +11,6 @@ from confluent_kafka import Producer
 
 from leaderboard.reference_data import contestants, load_area_code_states
 from leaderboard.votes_file import iter_batches
-from txstream.app import App
-from txstream.commit.topics import AppTopics, ensure_topics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import (
@@ -20,6 +18,8 @@ from txstream.kafka.clients import (
     send,
     transactional_producer_config,
 )
+from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.model.app import App
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 

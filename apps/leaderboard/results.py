@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from txstream.model.declarations import Key, Record
+from txstream import Key, Record
 
 REJECT_REASONS = ("duplicate_vote_id", "invalid_contestant", "over_vote_limit")
 Tables = Mapping[str, Mapping[Key, Record]]

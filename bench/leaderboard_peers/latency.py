@@ -29,13 +29,13 @@ from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
 from leaderboard.votegen import write_votes_file
 from leaderboard.votes_file import iter_batches
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.clients import (
     idempotent_producer_config,
     read_committed_consumer_config,
     send,
 )
+from txstream.kafka.topics import AppTopics
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.supervisor import Policy, Supervised

@@ -28,11 +28,11 @@ from leaderboard.loader import Loader
 from leaderboard.reference_data import contestants, load_area_code_states
 from leaderboard.results import REJECT_REASONS, result_document
 from leaderboard.votes_file import iter_batches
-from txstream.commit.task import EngineTask
-from txstream.commit.topics import AppTopics, ensure_topics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import read_committed_consumer_config, send
+from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.runtime.task import PartitionTask
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.supervisor import Policy, Supervised
@@ -194,7 +194,7 @@ def run(
             w.stop()
     boards = []
     for p in range(partitions):
-        task = EngineTask(app, p, settings)
+        task = PartitionTask(app, p, settings)
         task.open()
         try:
             boards.append(_board(task.tables()))

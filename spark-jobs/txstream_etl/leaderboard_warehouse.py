@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 
 from leaderboard.dataflow import Params, build_app
 from leaderboard.results import result_document
-from txstream.commit.topics import AppTopics
+from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Key, Record
 from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, StreamSource
 from txstream_etl.tables import (

@@ -8,7 +8,7 @@ import signal
 import threading
 from pathlib import Path
 
-from txstream.stack.process import cmdline, is_alive
+from txstream.pids import cmdline, is_alive
 
 
 class Killer(threading.Thread):

@@ -18,9 +18,9 @@ from bank.run import BankConfig, BankRun
 from tests.conftest import KafkaEnv
 from tests.faults.scale import scaled, seeds
 from tests.integration.sequencer_driver import unique
+from txstream.client import TxClient
 from txstream.config import Settings
-from txstream.oltp.client import TxClient
-from txstream.stack.process import is_alive
+from txstream.pids import is_alive
 
 pytestmark = pytest.mark.integration
 

@@ -19,7 +19,7 @@ from tests.conftest import private_settings
 from tests.faults.scale import scaled, seeds
 from tests.faults.worker_run import LeaderboardWorker
 from txstream.config import Settings
-from txstream.recovery.policy import RecoveryMode
+from txstream.model.declarations import RecoveryMode
 from txstream.stack.broker import BrokerError, KafkaBroker
 from txstream.stack.process import wait_exit
 

@@ -23,9 +23,9 @@ from tests.integration.sequencer_driver import (
     wait_until,
     write_config,
 )
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings, project_root
 from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.topics import AppTopics
 from txstream.stack.supervisor import Policy, Supervised
 
 BATCHES, PER_BATCH, LANES = scaled(2500, 5000), 4, 2

@@ -22,7 +22,7 @@ from tests.conftest import KafkaEnv
 from tests.faults.scale import scaled, seeds
 from tests.faults.worker_run import LeaderboardWorker
 from txstream.config import Settings
-from txstream.recovery.policy import RecoveryMode
+from txstream.model.declarations import RecoveryMode
 
 VOTES = scaled(3000, 12_000)
 

@@ -22,14 +22,14 @@ from tests.faults.killer import Killer
 from tests.faults.scale import scaled, seeds
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
-from txstream.commit.state_codec import SYS_SCHEMA
 from txstream.config import Settings, project_root
+from txstream.model.declarations import RecoveryMode
+from txstream.pids import cmdline, is_alive
 from txstream.recovery.command_log import CommandLogCodec
-from txstream.recovery.policy import RecoveryMode
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
-from txstream.stack.process import cmdline, is_alive
+from txstream.state.codec import SYS_SCHEMA
 from txstream.state.keys import encode_key
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")

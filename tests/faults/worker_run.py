@@ -17,9 +17,9 @@ from tests.integration.sequencer_driver import unique
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
 from tests.service_process import TXSTREAM, ServiceProcess
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
-from txstream.recovery.policy import RecoveryMode
+from txstream.kafka.topics import AppTopics
+from txstream.model.declarations import RecoveryMode
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.supervisor import Policy, Supervised

@@ -14,13 +14,13 @@ from confluent_kafka import Producer
 from bank.run import TOTALS
 from tests.integration.sequencer_driver import unique
 from tests.service_process import ServiceProcess
-from txstream.commit.topics import AppTopics, ensure_topics
+from txstream.client import TxClient, fragment
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config
-from txstream.oltp.client import TxClient, fragment
+from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics, ensure_topics
 from txstream.oltp.messages import TxnResult
-from txstream.oltp.routing import partition_of
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 

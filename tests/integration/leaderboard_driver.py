@@ -1,4 +1,4 @@
-"""Test helpers: run the leaderboard app on an in-process EngineTask over the real broker."""
+"""Test helpers: run the leaderboard app on an in-process PartitionTask over the real broker."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ from typing import Any
 
 from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
-from txstream.app import App
-from txstream.commit.pump import TaskPump
-from txstream.commit.task import EngineTask
 from txstream.config import Settings
+from txstream.model.app import App
+from txstream.runtime.pump import TaskPump
+from txstream.runtime.task import PartitionTask
 
 
 def new_app(params: Params) -> App:
@@ -25,13 +25,15 @@ def load_inputs(settings: Settings, app: App, votes: Path, batch_size: int) -> i
     return loader.load_votes(votes, batch_size)
 
 
-def drive(task: EngineTask, until_batch: int, timeout_s: float = 120, stream: str = "votes") -> int:
+def drive(
+    task: PartitionTask, until_batch: int, timeout_s: float = 120, stream: str = "votes"
+) -> int:
     """Open the task and feed it until `until_batch` of `stream` is committed."""
     return feed(task, task.open(), until_batch, timeout_s, stream)
 
 
 def feed(
-    task: EngineTask, positions: dict[str, int], until_batch: int, timeout_s: float, stream: str
+    task: PartitionTask, positions: dict[str, int], until_batch: int, timeout_s: float, stream: str
 ) -> int:
     """Feed an opened task from `positions` until `until_batch` of `stream` is committed."""
     pump = TaskPump(task, positions)

@@ -13,10 +13,10 @@ from confluent_kafka import Producer
 
 from tests.kafka_reads import read_to_end
 from tests.service_process import ServiceProcess
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
 from txstream.kafka.clients import idempotent_producer_config
+from txstream.kafka.topics import AppTopics
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry

@@ -1,4 +1,4 @@
-"""The exactly-once commit path against the real broker: EngineTask + changelog + RocksDB."""
+"""The exactly-once commit path against the real broker: PartitionTask + changelog + RocksDB."""
 
 from __future__ import annotations
 
@@ -14,9 +14,9 @@ from tests.conftest import KafkaEnv, private_settings
 from tests.integration.leaderboard_driver import drive, load_inputs, new_app
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
-from txstream.commit.committer import CommitError
-from txstream.commit.task import EngineTask
+from txstream.commit.group_commit import CommitError
 from txstream.config import Settings
+from txstream.runtime.task import PartitionTask
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
@@ -44,7 +44,7 @@ def test_leaderboard_commits_exactly_once_and_survives_lost_state(
     app = new_app(PARAMS)
     last = load_inputs(settings, app, votes, batch_size=1)
 
-    task = EngineTask(app, 0, settings)
+    task = PartitionTask(app, 0, settings)
     assert drive(task, last) == last
     got = result_document(task.tables())
     task.close()
@@ -59,7 +59,7 @@ def test_leaderboard_commits_exactly_once_and_survives_lost_state(
 
     # RocksDB is only a cache: delete it and the changelog rebuilds the same state
     shutil.rmtree(task.state_dir)
-    rebuilt = EngineTask(app, 0, settings)
+    rebuilt = PartitionTask(app, 0, settings)
     rebuilt.open()
     assert result_document(rebuilt.tables()) == got
     rebuilt.close()
@@ -73,11 +73,11 @@ def test_restart_resumes_at_committed_position_and_fences_the_zombie(
     app = new_app(PARAMS)
     last = load_inputs(settings, app, votes, batch_size=1)
 
-    zombie = EngineTask(app, 0, settings)
+    zombie = PartitionTask(app, 0, settings)
     drive(zombie, until_batch=500)
     # a second incarnation on its own state dir takes over the same partition
     successor_settings = settings.model_copy(update={"home": tmp_path / "home2"})
-    successor = EngineTask(app, 0, successor_settings)
+    successor = PartitionTask(app, 0, successor_settings)
     assert drive(successor, last) == last
 
     # the zombie's next commit is fenced: it can no longer write anything

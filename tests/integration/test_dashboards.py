@@ -28,9 +28,9 @@ from tests.integration.leaderboard_driver import new_app
 from tests.integration.panels import panel_exprs, panels_without_data, wait_until_serving
 from tests.integration.sequencer_driver import SequencerProcess, produce_events, write_config
 from tests.service_process import ServiceProcess
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.topics import AppTopics
 from txstream.observability.targets import live_targets
 from txstream.stack.prometheus import PrometheusServer
 

@@ -39,11 +39,11 @@ from tests.faults.scale import LONG, scaled
 from tests.integration.leaderboard_driver import drive, load_inputs, new_app
 from tests.integration.panels import panel_exprs, panels_without_data, wait_until_serving
 from tests.service_process import ServiceProcess
-from txstream.commit.task import EngineTask
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import send, transactional_producer_config
+from txstream.kafka.topics import AppTopics
+from txstream.runtime.task import PartitionTask
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.prometheus import PrometheusServer
@@ -168,7 +168,7 @@ def engine(kafka: KafkaEnv, tmp_path_factory: pytest.TempPathFactory) -> EngineR
     write_votes_file(votes, VOTES, contestants=PARAMS.contestants, seed=7)
     app = new_app(PARAMS)
     last = load_inputs(settings, app, votes, batch_size=1)
-    task = EngineTask(app, 0, settings)
+    task = PartitionTask(app, 0, settings)
     try:
         drive(task, last, timeout_s=300)
         tables = task.tables()

@@ -24,11 +24,12 @@ from tests.integration.leaderboard_driver import drive, feed, load_inputs
 from tests.kafka_reads import read_to_end
 from tests.reference.chain_ref import chain_totals
 from tests.reference.leaderboard_ref import run_reference
-from txstream.app import App
-from txstream.commit.task import CommitPolicy, EngineTask
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
-from txstream.recovery.policy import RecoveryMode, RecoveryPolicy
+from txstream.model.app import App
+from txstream.model.declarations import RecoveryMode
+from txstream.recovery.policy import RecoveryPolicy
+from txstream.runtime.task import CommitPolicy, PartitionTask
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
@@ -41,13 +42,13 @@ def settings(kafka: KafkaEnv, tmp_path: Path) -> Settings:
     return kafka.settings.model_copy(update={"home": tmp_path / "home"})
 
 
-def task_for(app: App, settings: Settings, mode: RecoveryMode, gc: bool = True) -> EngineTask:
+def task_for(app: App, settings: Settings, mode: RecoveryMode, gc: bool = True) -> PartitionTask:
     policy = RecoveryPolicy(mode, snapshot_every_batches=400, snapshot_interval_s=0)
     commit = CommitPolicy(interval_ms=20, max_batches=50) if gc else CommitPolicy.off()
-    return EngineTask(app, 0, settings, commit, policy)
+    return PartitionTask(app, 0, settings, commit, policy)
 
 
-def crash(task: EngineTask) -> None:
+def crash(task: PartitionTask) -> None:
     """Lose the engine's RocksDB entirely; the snapshots and Kafka survive."""
     task.store.close()
     shutil.rmtree(task.state_dir)

@@ -22,9 +22,9 @@ from tests.integration.sequencer_driver import (
     wait_until,
     write_config,
 )
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.topics import AppTopics
 from txstream.schemas.records import encode_record
 from txstream.schemas.registry import SchemaRegistry
 

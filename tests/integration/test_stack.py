@@ -11,8 +11,8 @@ import pytest
 
 from tests.conftest import free_port
 from txstream.config import Settings, project_root
+from txstream.pids import cmdline, is_alive
 from txstream.stack.broker import KafkaBroker
-from txstream.stack.process import cmdline, is_alive
 
 ROOT = project_root()
 

@@ -21,7 +21,7 @@ import pytest
 from tests.conftest import KafkaEnv, free_port
 from tests.integration.bank_cluster import BankCluster, wait_for_text
 from tests.service_process import TXSTREAM, ServiceProcess
-from txstream.oltp.client import TxClient, fragment
+from txstream.client import TxClient, fragment
 from txstream.oltp.messages import Fragment
 
 pytestmark = pytest.mark.integration

@@ -28,13 +28,13 @@ from tests.integration.leaderboard_driver import new_app
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
 from tests.service_process import ServiceProcess
-from txstream.app import App
-from txstream.commit.state_codec import StateCodec
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.clients import transactional_producer_config
+from txstream.kafka.topics import AppTopics
+from txstream.model.app import App
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
+from txstream.state.codec import StateCodec
 
 PARAMS = Params(contestants=12, threshold=1000, window=100, slide=1)
 

@@ -17,7 +17,7 @@ from leaderboard.reference_data import AREA_CODES_FILE, DEFAULT_DATA_DIR
 from leaderboard.votegen import write_votes_file
 from tests.fakes import MemoryBase
 from tests.reference.leaderboard_ref import run_reference
-from txstream.engine.executor import PartitionEngine
+from txstream.engine.partition_engine import PartitionEngine
 
 
 class JsonState:

@@ -15,6 +15,7 @@ import json
 
 import pytest
 
+from txstream.kafka.routing import partition_of
 from txstream.oltp.messages import (
     CoordinatorLog,
     Decision,
@@ -26,7 +27,6 @@ from txstream.oltp.messages import (
     TxnResult,
     key_json,
 )
-from txstream.oltp.routing import partition_of
 from txstream_coordinator.protocol import Coordinator
 
 P = 3

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 
 import pytest
 
-from txstream.app import App
 from txstream.engine.context import TxnContext
+from txstream.model.app import App
 from txstream.model.declarations import Record
 from txstream.model.errors import DataflowError
 

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tests.fakes import MemoryBase
-from txstream.app import App
 from txstream.engine.context import TxnContext
-from txstream.engine.executor import Outcome, PartitionEngine
+from txstream.engine.group import Outcome
+from txstream.engine.partition_engine import PartitionEngine
+from txstream.model.app import App
 from txstream.model.declarations import Record
 
 

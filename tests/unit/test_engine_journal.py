@@ -5,7 +5,8 @@ from __future__ import annotations
 from chain.dataflow import build_app
 from chain.load import batch_tuples
 from tests.fakes import MemoryBase
-from txstream.engine.executor import Journal, JournalEntry, PartitionEngine
+from txstream.engine.group import Journal, JournalEntry
+from txstream.engine.partition_engine import PartitionEngine
 from txstream.recovery.replay import replay_entries
 from txstream.schemas.codec import Batch
 

@@ -17,7 +17,7 @@ from leaderboard.votegen import write_votes_file
 from leaderboard.votes_file import iter_batches
 from tests.fakes import MemoryBase
 from tests.reference.leaderboard_ref import run_reference
-from txstream.engine.executor import PartitionEngine
+from txstream.engine.partition_engine import PartitionEngine
 
 
 def run_engine(votes: Path, params: Params, batch_size: int, group_every: int) -> dict[str, object]:

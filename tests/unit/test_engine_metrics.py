@@ -7,7 +7,7 @@ from chain.dataflow import build_app as chain_app
 from leaderboard.dataflow import Params
 from leaderboard.dataflow import build_app as leaderboard_app
 from tests.fakes import MemoryBase
-from txstream.engine.executor import PartitionEngine
+from txstream.engine.partition_engine import PartitionEngine
 
 
 def test_each_te_is_timed_under_its_procedure() -> None:

@@ -7,7 +7,8 @@ import signal
 import sys
 from pathlib import Path
 
-from txstream.stack.process import ManagedProcess, is_alive, wait_exit
+from txstream.pids import is_alive
+from txstream.stack.process import ManagedProcess, wait_exit
 
 
 def sleeper(tmp_path: Path, marker: str) -> ManagedProcess:

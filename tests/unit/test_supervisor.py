@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from txstream.config import Settings
-from txstream.stack.process import cmdline, is_alive, wait_exit
+from txstream.pids import cmdline, is_alive
+from txstream.stack.process import wait_exit
 from txstream.stack.supervisor import Policy, Supervised
 
 TIMEOUT_S = 20.0

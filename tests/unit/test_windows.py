@@ -9,10 +9,7 @@ import fastavro
 import pytest
 
 from txstream.engine.windows import (
-    TimeWindowSpec,
-    TupleWindowSpec,
     WindowError,
-    WindowSpec,
     WindowState,
     empty_state,
     from_record,
@@ -22,6 +19,7 @@ from txstream.engine.windows import (
     to_record,
     visible,
 )
+from txstream.model.windows import TimeWindowSpec, TupleWindowSpec, WindowSpec
 
 
 def ids(rows: tuple[dict[str, Any], ...]) -> list[int]:

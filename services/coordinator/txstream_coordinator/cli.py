@@ -9,10 +9,10 @@ from types import FrameType
 
 import typer
 
-from txstream.app import load_app
+from txstream.client import TxClient
 from txstream.config import Settings
+from txstream.model.app import load_app
 from txstream.observability.targets import serve_metrics
-from txstream.oltp.client import TxClient
 from txstream_coordinator.gateway import serve
 from txstream_coordinator.runtime import CoordinatorService
 

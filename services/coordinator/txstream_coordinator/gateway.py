@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
-from txstream.oltp.client import OltpTimeout, TxClient
+from txstream.client import OltpTimeout, TxClient
 from txstream.oltp.messages import Fragment, TxnResult, fragments_from_json, key_of
 from txstream.oltp.predicates import parse_condition
 

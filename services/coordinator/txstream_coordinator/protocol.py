@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from txstream.kafka.routing import partition_of
 from txstream.oltp.messages import (
     CoordinatorLog,
     Decision,
@@ -29,7 +30,6 @@ from txstream.oltp.messages import (
     key_of,
 )
 from txstream.oltp.predicates import aggregates_of, combine
-from txstream.oltp.routing import partition_of
 
 _KEPT_OUTCOMES = 1_000_000
 MAX_RESULT_BYTES = 900 * 1024  # a result is one Kafka record: 1 MiB by default

@@ -16,8 +16,6 @@ from collections.abc import Iterator
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
 from txstream import failpoints
-from txstream.app import App
-from txstream.commit.topics import AppTopics, ensure_topics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import (
@@ -26,6 +24,8 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.model.app import App
 from txstream.oltp.messages import CoordinatorLog, EngineReply, TxnRequest, Wire
 from txstream.schemas.registry import SchemaRegistry
 from txstream_coordinator import metrics

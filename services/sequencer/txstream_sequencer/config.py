@@ -22,7 +22,7 @@ from pydantic_settings import (
     SettingsConfigDict,
 )
 
-from txstream.commit.topics import AppTopics
+from txstream.kafka.topics import AppTopics
 
 
 class Route(BaseModel, extra="forbid"):

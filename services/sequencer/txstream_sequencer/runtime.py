@@ -16,7 +16,6 @@ from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
 from txstream.kafka.clients import (
@@ -25,6 +24,7 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.topics import AppTopics
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
 from txstream.schemas.registry import SchemaRegistry

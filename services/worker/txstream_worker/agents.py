@@ -15,11 +15,11 @@ from typing import Any
 import faust
 from faust.types import TP
 
-from txstream.app import App
-from txstream.commit.task import OLTP_GROUP_MS, CommitPolicy
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
+from txstream.kafka.topics import AppTopics
+from txstream.model.app import App
 from txstream.recovery.policy import RecoveryPolicy
+from txstream.runtime.task import OLTP_GROUP_MS, CommitPolicy
 from txstream_worker.host import EngineHost, fail
 from txstream_worker.transport import SCHEME
 

@@ -1,6 +1,6 @@
 """The partition engines of one worker, opened and closed as Faust assigns partitions.
 
-Each engine (an `EngineTask`) has one lock and one thread. The lock serializes the three
+Each engine (an `PartitionTask`) has one lock and one thread. The lock serializes the three
 callers that touch an engine (its agents, the idle-commit timer and the rebalance handler):
 a group must be committed and applied to RocksDB before the next batch reads state. The
 thread runs the blocking calls (fencing, restore, commit) off the event loop, so one
@@ -21,12 +21,12 @@ from typing import Any, TypeVar
 
 from faust.types import TP
 
-from txstream.app import App
-from txstream.commit.task import CommitPolicy, EngineTask
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
+from txstream.kafka.topics import AppTopics
+from txstream.model.app import App
 from txstream.observability import metrics
 from txstream.recovery.policy import RecoveryPolicy
+from txstream.runtime.task import CommitPolicy, PartitionTask
 
 log = logging.getLogger(__name__)
 
@@ -36,7 +36,7 @@ EXIT_ENGINE_FAILURE = 70
 
 
 class _Engine:
-    def __init__(self, task: EngineTask) -> None:
+    def __init__(self, task: PartitionTask) -> None:
         self.task = task
         self.lock = asyncio.Lock()
         self.thread = ThreadPoolExecutor(1, thread_name_prefix=f"engine-p{task.partition}")
@@ -139,7 +139,7 @@ class EngineHost:
     def _start_opening(self, partition: int) -> _Engine:
         engine = self.engines.get(partition)
         if engine is None:
-            task = EngineTask(self.app, partition, self.settings, self.policy, self.recovery)
+            task = PartitionTask(self.app, partition, self.settings, self.policy, self.recovery)
             engine = _Engine(task)
             self.engines[partition] = engine
         if engine.opened is None:

@@ -11,7 +11,7 @@ from typing import Any
 
 import typer
 
-from txstream.oltp.client import OltpTimeout, TxClient
+from txstream.client import OltpTimeout, TxClient
 from txstream.oltp.messages import Fragment, TxnResult, fragments_from_json, key_of
 from txstream.oltp.predicates import parse_aggregate, parse_condition
 

@@ -1,1 +1,1 @@
-"""The exactly-once commit path: group commit in Kafka transactions, then RocksDB; restore."""
+"""The exactly-once protocol: one Kafka transaction per group commit, then RocksDB."""

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from enum import StrEnum
+from typing import Any
 
-from txstream.engine.windows import TimeWindowSpec, TupleWindowSpec
-
-if TYPE_CHECKING:
-    from txstream.engine.context import TxnContext
+from txstream.model.windows import TimeWindowSpec, TupleWindowSpec
 
 Record = dict[str, Any]
+# The engine's `TxnContext`, seen from the model, which does not depend on the engine.
+Context = Any
 Key = tuple[int | str, ...]
-ProcedureFn = Callable[["TxnContext", Sequence[Record]], None]
-TransactionFn = Callable[["TxnContext", Record], Any]
+ProcedureFn = Callable[[Context, Sequence[Record]], None]
+TransactionFn = Callable[[Context, Record], Any]
 Check = Callable[[Record], bool]
 
 
@@ -59,7 +59,7 @@ class SlideTrigger:
     """An EE trigger: runs inside the owning procedure's TE each time its window slides."""
 
     window: str
-    fn: Callable[[TxnContext], None]
+    fn: Callable[[Context], None]
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,26 @@ class Declarations:
     nested: dict[str, NestedTransaction] = field(default_factory=dict)
     transactions: dict[str, Transaction] = field(default_factory=dict)
     slide_triggers: dict[str, list[SlideTrigger]] = field(default_factory=dict)
-    insert_triggers: dict[str, list[Callable[[TxnContext, Record], None]]] = field(
+    insert_triggers: dict[str, list[Callable[[Context, Record], None]]] = field(
         default_factory=dict
     )
+
+
+class RecoveryMode(StrEnum):
+    """How the app recovers: from its changelog, or from a strong or weak command log."""
+
+    CHANGELOG = "changelog"
+    STRONG = "strong"
+    WEAK = "weak"
+
+    @property
+    def logged(self) -> bool:
+        return self is not RecoveryMode.CHANGELOG
+
+    @classmethod
+    def parse(cls, text: str) -> RecoveryMode:
+        try:
+            return cls(text)
+        except ValueError:
+            names = ", ".join(m.value for m in cls)
+            raise ValueError(f"recovery mode {text!r}: expected one of {names}") from None

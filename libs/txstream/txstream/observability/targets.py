@@ -19,7 +19,7 @@ from pathlib import Path
 from prometheus_client import start_http_server
 
 from txstream.config import Settings
-from txstream.stack.process import is_alive
+from txstream.pids import is_alive
 
 
 @dataclass(frozen=True)

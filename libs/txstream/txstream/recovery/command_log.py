@@ -8,8 +8,8 @@ from typing import Any
 
 from fastavro.types import Schema
 
-from txstream.engine.executor import JournalEntry
-from txstream.recovery.policy import RecoveryMode
+from txstream.engine.group import JournalEntry
+from txstream.model.declarations import RecoveryMode
 from txstream.schemas.records import decode_record, encode_record
 from txstream.schemas.registry import SchemaRegistry
 

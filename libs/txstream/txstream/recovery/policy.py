@@ -9,31 +9,9 @@ backup). The logged modes write far less per group; they pay for it at recovery 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
-from txstream.engine.executor import Journal
-
-
-class RecoveryMode(StrEnum):
-    CHANGELOG = "changelog"
-    STRONG = "strong"
-    WEAK = "weak"
-
-    @property
-    def journal(self) -> Journal:
-        return {"changelog": Journal.NONE, "strong": Journal.ALL, "weak": Journal.BORDER}[self]
-
-    @property
-    def logged(self) -> bool:
-        return self is not RecoveryMode.CHANGELOG
-
-    @classmethod
-    def parse(cls, text: str) -> RecoveryMode:
-        try:
-            return cls(text)
-        except ValueError:
-            names = ", ".join(m.value for m in cls)
-            raise ValueError(f"recovery mode {text!r}: expected one of {names}") from None
+from txstream.engine.group import Journal
+from txstream.model.declarations import RecoveryMode
 
 
 @dataclass(frozen=True)
@@ -45,6 +23,15 @@ class RecoveryPolicy:
     snapshot_every_batches: int = 50_000
     snapshot_interval_s: float = 600.0
     keep_snapshots: int = 2
+
+    @property
+    def journal(self) -> Journal:
+        """What the engine records of each execution for this mode's command log."""
+        return {
+            RecoveryMode.CHANGELOG: Journal.NONE,
+            RecoveryMode.STRONG: Journal.ALL,
+            RecoveryMode.WEAK: Journal.BORDER,
+        }[self.mode]
 
     def __post_init__(self) -> None:
         if self.snapshot_every_batches < 0 or self.snapshot_interval_s < 0:

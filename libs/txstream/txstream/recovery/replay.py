@@ -13,16 +13,17 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Protocol
 
-from txstream.commit.committed_state import CommittedState
-from txstream.commit.state_codec import StateCodec
 from txstream.config import Settings
-from txstream.engine.executor import OLTP_STREAM, Journal, JournalEntry, PartitionEngine
+from txstream.engine.group import OLTP_STREAM, Journal, JournalEntry
+from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.read import read_to_committed_end
+from txstream.model.declarations import RecoveryMode
 from txstream.recovery.command_log import CommandLogCodec
-from txstream.recovery.policy import RecoveryMode
 from txstream.recovery.sources import RecoveryError
 from txstream.schemas.codec import Batch
+from txstream.state.codec import StateCodec
+from txstream.state.committed import CommittedState
 
 Done = set[tuple[str, str, int]]
 

@@ -16,6 +16,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from txstream.pids import cmdline, is_alive
+
 
 @dataclass(frozen=True)
 class ManagedProcess:
@@ -92,23 +94,6 @@ def child_running(pid: int) -> bool | None:
     except ChildProcessError:
         return None
     return done == 0
-
-
-def is_alive(pid: int) -> bool:
-    """True for a running process; a zombie (killed, not yet reaped) counts as dead."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return False
-    state = stat.rsplit(")", 1)[1].split()[0]
-    return state not in ("Z", "X")
-
-
-def cmdline(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return ""
 
 
 def wait_exit(pid: int, timeout_s: float) -> bool:

@@ -13,7 +13,6 @@ import importlib
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
-from txstream.engine.windows import TimeWindowSpec, TupleWindowSpec
 from txstream.model.dataflow import Dataflow, build_dataflow
 from txstream.model.declarations import (
     Check,
@@ -23,6 +22,7 @@ from txstream.model.declarations import (
     Procedure,
     ProcedureFn,
     Record,
+    RecoveryMode,
     SlideTrigger,
     Stream,
     Table,
@@ -31,7 +31,7 @@ from txstream.model.declarations import (
     Window,
 )
 from txstream.model.errors import DataflowError
-from txstream.recovery.policy import RecoveryMode
+from txstream.model.windows import TimeWindowSpec, TupleWindowSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T", Stream, Table, Window, Procedure, NestedTransaction, Transaction)

@@ -14,84 +14,28 @@ triggers off (strong) or through `process` with them on (weak).
 from __future__ import annotations
 
 import time
-from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
 from txstream.engine.context import TxnContext
-from txstream.engine.transactions import Transactions
-from txstream.engine.writeset import Base as Base
-from txstream.engine.writeset import WriteSet, read
+from txstream.engine.group import (
+    OLTP_STREAM,
+    SYS_TABLE,
+    AbortRecord,
+    Group,
+    Journal,
+    JournalEntry,
+    Outcome,
+    OutputBatch,
+    last_batch_key,
+    position_key,
+)
+from txstream.engine.participant import Participant
+from txstream.engine.writeset import Base, WriteSet, read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import NestedTransaction, Procedure, Record
 from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
-from txstream.oltp.messages import EngineReply
-
-SYS_TABLE = "__sys__"
-OLTP_STREAM = "__oltp__"  # journal entries for coordinator requests and decisions
-
-
-@dataclass(frozen=True)
-class OutputBatch:
-    stream: str
-    batch_id: int
-    tuples: Sequence[Record]
-
-
-@dataclass(frozen=True)
-class AbortRecord:
-    procedure: str
-    stream: str
-    batch_id: int
-    reason: str
-    error: str
-
-
-class Journal(StrEnum):
-    """What the engine records of each execution, for the command log."""
-
-    NONE = "none"
-    BORDER = "border"  # weak recovery: each border batch processed, in order
-    ALL = "all"  # strong recovery: every top-level TE or nested transaction, in order
-
-
-@dataclass
-class JournalEntry:
-    """One logged unit. `procedure` is None for a border batch (weak), whose replay runs
-    every procedure it triggers; `topic` and `offset` locate a border batch's input."""
-
-    stream: str
-    batch_id: int
-    procedure: str | None = None
-    topic: str | None = None
-    offset: int | None = None
-    aborted: bool = False
-
-
-@dataclass
-class Group:
-    """Everything since the last group commit; written to Kafka as one transaction."""
-
-    ws: WriteSet = field(default_factory=WriteSet)
-    outputs: list[OutputBatch] = field(default_factory=list)
-    aborts: list[AbortRecord] = field(default_factory=list)
-    batches: int = 0
-    executions: int = 0
-    first_batch_ids: dict[str, int] = field(default_factory=dict)
-    last_batch_ids: dict[str, int] = field(default_factory=dict)
-    journal: list[JournalEntry] = field(default_factory=list)
-    replies: list[EngineReply] = field(default_factory=list)  # OLTP, to the coordinator
-    slides: dict[str, int] = field(default_factory=dict)  # window -> slides, for metrics
-    # (procedure, reason) -> OLTP fragments aborted, for metrics
-    oltp_aborts: Counter[tuple[str, str]] = field(default_factory=Counter)
-    urgent: bool = False  # a 2PC vote waits in it: commit now, the partition is blocked
-
-
-class Outcome(StrEnum):
-    PROCESSED = "processed"
-    DUPLICATE = "duplicate"
 
 
 @dataclass
@@ -109,14 +53,6 @@ class _NestedAbort(Exception):
         self.procedure = procedure
         self.reason = reason
         self.error = error
-
-
-def position_key(topic: str, partition: int) -> tuple[str, str, int]:
-    return ("pos", topic, partition)
-
-
-def last_batch_key(stream: str, partition: int) -> tuple[str, str, int]:
-    return ("batch", stream, partition)
 
 
 class PartitionEngine:
@@ -142,7 +78,7 @@ class PartitionEngine:
         self.triggers = True
         self.pending: dict[tuple[str, int], Sequence[Record]] = {}
         self._source: tuple[str, str, int] | None = None  # (stream, topic, offset) in hand
-        self.transactions = Transactions(self)
+        self.participant = Participant(self)
 
     def take_group(self) -> Group:
         """Hand the accumulated group to the commit path and start a new one."""

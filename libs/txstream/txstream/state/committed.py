@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 
-from txstream.commit.state_codec import StateCodec
 from txstream.engine.windows import WindowState
 from txstream.model.declarations import Key, Record
+from txstream.state.codec import StateCodec
 from txstream.state.store import StateStore
 
 _ABSENT = object()

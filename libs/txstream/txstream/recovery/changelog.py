@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from txstream.commit.committed_state import CommittedState
 from txstream.config import Settings
 from txstream.kafka.read import read_to_committed_end
+from txstream.state.committed import CommittedState
 
 
 def restore(

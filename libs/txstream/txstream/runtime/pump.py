@@ -1,4 +1,4 @@
-"""Feed an opened EngineTask from its input topics: consume, process, group-commit.
+"""Feed an opened PartitionTask from its input topics: consume, process, group-commit.
 
 The consumer is assigned (not subscribed) at the positions the task restored, and reads
 read_committed, so it sees only batches whose producers committed.
@@ -13,14 +13,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from txstream.commit.task import EngineTask
 from txstream.kafka.clients import read_committed_consumer_config
+from txstream.runtime.task import PartitionTask
 
 CommitInfo = dict[str, Any]
 
 
 class TaskPump:
-    def __init__(self, task: EngineTask, positions: dict[str, int]) -> None:
+    def __init__(self, task: PartitionTask, positions: dict[str, int]) -> None:
         self.task = task
         conf = read_committed_consumer_config(task.settings, f"pump-{uuid.uuid4().hex}")
         self.consumer = Consumer(conf)

@@ -22,15 +22,15 @@ from collections.abc import Mapping
 from confluent_kafka import KafkaError, Message, Producer
 from fastavro.types import Schema
 
-from txstream.commit.committed_state import CommittedState
-from txstream.commit.state_codec import StateCodec
-from txstream.commit.topics import AppTopics
-from txstream.engine.executor import Group
+from txstream.engine.group import Group
 from txstream.kafka.clients import send
+from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import Wire
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
+from txstream.state.codec import StateCodec
+from txstream.state.committed import CommittedState
 
 
 class CommitError(RuntimeError):

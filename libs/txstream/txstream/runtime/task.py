@@ -20,18 +20,17 @@ from confluent_kafka import Producer
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from txstream import failpoints
-from txstream.app import App
-from txstream.commit.committed_state import CommittedState
-from txstream.commit.committer import GroupCommitter
-from txstream.commit.restore import restore
-from txstream.commit.state_codec import StateCodec, table_rows
-from txstream.commit.topics import AppTopics
+from txstream.commit.group_commit import GroupCommitter
 from txstream.config import Settings
-from txstream.engine.executor import Group, PartitionEngine, position_key
+from txstream.engine.group import Group, position_key
+from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import transactional_producer_config
+from txstream.kafka.topics import AppTopics
+from txstream.model.app import App
 from txstream.observability import metrics
 from txstream.oltp.messages import Decision, EngineRequest, Wire
+from txstream.recovery.changelog import restore
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.recovery.replay import replay
@@ -39,6 +38,8 @@ from txstream.recovery.snapshots import Snapshots
 from txstream.recovery.sources import BorderSources, RecoveryError
 from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
+from txstream.state.codec import StateCodec, table_rows
+from txstream.state.committed import CommittedState
 from txstream.state.store import (
     StateStore,
     StateStoreCorruption,
@@ -74,7 +75,7 @@ class CommitPolicy:
         return cls(interval_ms=0, max_batches=1)
 
 
-class EngineTask:
+class PartitionTask:
     def __init__(
         self,
         app: App,
@@ -141,7 +142,7 @@ class EngineTask:
             self.state,
             self.partition,
             self.app.params,
-            self.recovery.mode.journal,
+            self.recovery.journal,
             timer=metrics.te_timer(self.app.name),
         )
         if self.log_codec is None:
@@ -169,8 +170,8 @@ class EngineTask:
             self.log_codec,
             self.wire,
         )
-        self.engine.transactions.load()
-        held = sorted(self.engine.transactions.prepared)
+        self.engine.participant.load()
+        held = sorted(self.engine.participant.prepared)
         if held:
             log.info("p%d holds prepared transactions %s until decided", self.partition, held)
         return self.rewind()
@@ -217,7 +218,7 @@ class EngineTask:
         """Process one record; False if it must wait for a 2PC decision (nothing applied)."""
         if topic == self.topics.requests or topic == self.topics.decisions:
             return self._oltp(topic, offset, value)
-        if self.engine.transactions.blocked:
+        if self.engine.participant.blocked:
             return False  # TEs are not checked row by row: they wait for every decision
         stream = self.stream_of_topic[topic]
         source = (topic, self.partition, offset)
@@ -247,9 +248,9 @@ class EngineTask:
 
     def _apply_oltp(self, topic: str, value: bytes) -> bool:
         if topic == self.topics.decisions:
-            self.engine.transactions.decide(self.wire.decode(Decision, value))
+            self.engine.participant.decide(self.wire.decode(Decision, value))
             return True
-        return self.engine.transactions.request(self.wire.decode(EngineRequest, value))
+        return self.engine.participant.request(self.wire.decode(EngineRequest, value))
 
     def _replay_oltp(self, topic: str, value: bytes) -> None:
         if not self._apply_oltp(topic, value):
@@ -257,7 +258,7 @@ class EngineTask:
 
     def tick(self, inquire_every_s: float = 3.0) -> None:
         """Time passes: a participant blocked on a 2PC decision asks for it again."""
-        if self.engine.transactions.reinquire(inquire_every_s):
+        if self.engine.participant.reinquire(inquire_every_s):
             self._group_started = time.monotonic()
 
     def commit_due(self, end_of_run: bool = False) -> bool:

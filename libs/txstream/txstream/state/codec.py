@@ -14,8 +14,8 @@ from fastavro import parse_schema
 from fastavro.types import Schema
 
 from txstream.engine import windows as win
-from txstream.engine.executor import SYS_TABLE
-from txstream.engine.transactions import PREPARED_TABLE
+from txstream.engine.group import SYS_TABLE
+from txstream.engine.participant import PREPARED_TABLE
 from txstream.engine.writeset import TOMBSTONE, WriteSet
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Record

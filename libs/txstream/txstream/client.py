@@ -17,13 +17,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
-from txstream.commit.topics import AppTopics
 from txstream.config import Settings
 from txstream.kafka.clients import (
     idempotent_producer_config,
     read_committed_consumer_config,
     send,
 )
+from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Key
 from txstream.oltp.messages import Fragment, Query, TxnRequest, TxnResult, Wire, key_json
 from txstream.oltp.predicates import Aggregate, Condition

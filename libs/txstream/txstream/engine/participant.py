@@ -17,19 +17,34 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from txstream.engine.context import TxnContext
-from txstream.engine.writeset import TOMBSTONE, WriteSet, read, scan
+from txstream.engine.group import Group
+from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, scan
+from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Procedure, Record
 from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
 from txstream.oltp.messages import Decision, EngineReply, EngineRequest, Fragment, key_of
 from txstream.oltp.predicates import aggregate, aggregates_of, conditions_of, matches
 
-if TYPE_CHECKING:
-    from txstream.engine.executor import PartitionEngine
+
+class EngineView(Protocol):
+    """What a participant uses of the partition engine that owns it."""
+
+    df: Dataflow
+    base: Base
+    partition: int
+    params: Mapping[str, Any]
+    timer: Callable[[str, float], None] | None
+    group: Group
+
+    def sys_value(self, key: tuple[str, str, int]) -> int | None: ...
+
+    def set_sys(self, key: tuple[str, str, int], value: int) -> None: ...
+
 
 PREPARED_TABLE = "__prepared__"
 EPOCH_KEY = ("coordinator", "epoch", 0)
@@ -60,8 +75,8 @@ class _Failed:
     procedure: str = "<oltp>"  # the fragment that aborted, when one did
 
 
-class Transactions:
-    def __init__(self, engine: PartitionEngine) -> None:
+class Participant:
+    def __init__(self, engine: EngineView) -> None:
         self.engine = engine
         self.prepared: dict[str, Prepared] = {}
         self.locks: dict[str, dict[Key, str]] = {}  # table -> key -> holding txn

@@ -1,4 +1,4 @@
-"""OLTP transactions inside a partition engine (`Transactions`), on the bank app, no Kafka.
+"""OLTP transactions inside a partition engine (`Participant`), on the bank app, no Kafka.
 
 Covered: a `run` commits into the group or aborts leaving nothing; a 2PC `prepare` holds
 its writes (durably, in `__prepared__`), locks its rows and votes; a decision applies or
@@ -15,8 +15,8 @@ import json
 
 from bank.dataflow import build_app
 from tests.fakes import MemoryBase
-from txstream.engine.executor import PartitionEngine
-from txstream.engine.transactions import PREPARED_TABLE
+from txstream.engine.participant import PREPARED_TABLE
+from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.writeset import TOMBSTONE
 from txstream.oltp.messages import Decision, EngineReply, EngineRequest, Fragment, Query, key_json
 
@@ -36,7 +36,7 @@ def opened(*accounts: int) -> tuple[PartitionEngine, MemoryBase]:
 
 def send(engine: PartitionEngine, kind: str, txn_id: str, *frags: Fragment, epoch: int = 1) -> bool:
     req = EngineRequest(txn_id, epoch, kind, f"req-{txn_id}", "client", list(frags))
-    return engine.transactions.request(req)
+    return engine.participant.request(req)
 
 
 def run(engine: PartitionEngine, txn_id: str, *frags: Fragment, epoch: int = 1) -> bool:
@@ -48,7 +48,7 @@ def move(kind: str, account: int, amount: int) -> Fragment:
 
 
 def read(engine: PartitionEngine, q: Query) -> bool:
-    return engine.transactions.request(EngineRequest("0.9", 1, "read", "rq", "client", [], q))
+    return engine.participant.request(EngineRequest("0.9", 1, "read", "rq", "client", [], q))
 
 
 def reply(engine: PartitionEngine) -> EngineReply:
@@ -99,7 +99,7 @@ def prepared(account: int = 1, txn_id: str = "1.5") -> tuple[PartitionEngine, Me
 
 def test_prepare_holds_its_writes_locks_them_and_votes_yes() -> None:
     engine, _ = prepared()
-    group, txns = engine.group, engine.transactions
+    group, txns = engine.group, engine.participant
     assert "accounts" not in group.ws.tables
     row = group.ws.tables[PREPARED_TABLE][("1.5",)]
     assert row == {
@@ -118,46 +118,46 @@ def test_prepare_holds_its_writes_locks_them_and_votes_yes() -> None:
 
 def test_commit_decision_applies_the_held_writes_and_acks() -> None:
     engine, base = prepared()
-    engine.transactions.decide(Decision("1.5", 1, True))
+    engine.participant.decide(Decision("1.5", 1, True))
     ws = engine.group.ws
     assert ws.tables["accounts"] == {(1,): {"balance": 70}}
     assert ws.tables[PREPARED_TABLE] == {("1.5",): TOMBSTONE}
     assert reply(engine) == EngineReply("1.5", 0, "ack", True, detail="committed")
-    assert not engine.transactions.blocked and engine.transactions.locks == {}
+    assert not engine.participant.blocked and engine.participant.locks == {}
     base.apply(engine.take_group())
     assert base.tables["accounts"][(1,)] == {"balance": 70} and base.tables[PREPARED_TABLE] == {}
 
 
 def test_abort_decision_drops_the_held_writes() -> None:
     engine, _ = prepared()
-    engine.transactions.decide(Decision("1.5", 1, False))
+    engine.participant.decide(Decision("1.5", 1, False))
     assert "accounts" not in engine.group.ws.tables
     assert engine.group.ws.tables[PREPARED_TABLE] == {("1.5",): TOMBSTONE}
     assert reply(engine) == EngineReply("1.5", 0, "ack", True, detail="aborted")
-    assert not engine.transactions.blocked and engine.transactions.locks == {}
+    assert not engine.participant.blocked and engine.participant.locks == {}
 
 
 def test_decision_for_another_txn_is_acked_and_changes_nothing() -> None:
     engine, _ = prepared()
     for commit in (True, False):
-        engine.transactions.decide(Decision("1.4", 1, commit))
+        engine.participant.decide(Decision("1.4", 1, commit))
         assert reply(engine) == EngineReply("1.4", 0, "ack", True, detail="not prepared here")
     assert "accounts" not in engine.group.ws.tables
-    assert set(engine.transactions.prepared) == {"1.5"}
-    assert engine.transactions.locks == {"accounts": {(1,): "1.5"}}
-    engine.transactions.decide(Decision("1.5", 1, True))
-    engine.transactions.decide(Decision("1.5", 1, True))  # a duplicate: applied once
+    assert set(engine.participant.prepared) == {"1.5"}
+    assert engine.participant.locks == {"accounts": {(1,): "1.5"}}
+    engine.participant.decide(Decision("1.5", 1, True))
+    engine.participant.decide(Decision("1.5", 1, True))  # a duplicate: applied once
     assert reply(engine).detail == "not prepared here"
     assert engine.group.ws.tables["accounts"] == {(1,): {"balance": 70}}
 
 
 def test_abort_before_prepare_makes_the_prepare_vote_no() -> None:
     engine, _ = opened(1, 2)
-    engine.transactions.decide(Decision("1.7", 1, False))
+    engine.participant.decide(Decision("1.7", 1, False))
     assert send(engine, "prepare", "1.7", move("debit", 1, 30))
     r = reply(engine)
     assert (r.txn_id, r.kind, r.ok, r.reason) == ("1.7", "vote", False, "aborted")
-    assert not engine.transactions.blocked and PREPARED_TABLE not in engine.group.ws.tables
+    assert not engine.participant.blocked and PREPARED_TABLE not in engine.group.ws.tables
 
 
 def test_locked_rows_stop_runs_prepares_and_scans_until_the_decision() -> None:
@@ -168,11 +168,11 @@ def test_locked_rows_stop_runs_prepares_and_scans_until_the_decision() -> None:
     assert not read(engine, Query("accounts"))
     assert not read(engine, Query("accounts", key=key_json((1,))))
     assert (len(engine.group.replies), engine.group.executions) == before
-    assert "accounts" not in engine.group.ws.tables and set(engine.transactions.prepared) == {"1.5"}
+    assert "accounts" not in engine.group.ws.tables and set(engine.participant.prepared) == {"1.5"}
     assert run(engine, "1.8", move("credit", 2, 10)), "an unlocked row is free"
     assert reply(engine).ok and engine.group.ws.tables["accounts"] == {(2,): {"balance": 110}}
     assert read(engine, Query("accounts", key=key_json((2,))))
-    engine.transactions.decide(Decision("1.5", 1, True))
+    engine.participant.decide(Decision("1.5", 1, True))
     assert run(engine, "1.6", move("credit", 1, 10))
     assert reply(engine).results == "[80]"
 
@@ -194,25 +194,25 @@ def test_stale_epoch_is_fenced_even_after_a_restart() -> None:
     fresh = make_engine(base)
     assert send(fresh, "prepare", "4.8", move("credit", 2, 1), epoch=4)
     r = reply(fresh)
-    assert (r.kind, r.ok, r.reason) == ("vote", False, "fenced") and not fresh.transactions.blocked
+    assert (r.kind, r.ok, r.reason) == ("vote", False, "fenced") and not fresh.participant.blocked
 
 
 def test_load_restores_prepared_transactions_and_their_locks() -> None:
     engine, base = prepared(account=2, txn_id="3.2")
     base.apply(engine.take_group())
     fresh = make_engine(base)
-    assert not fresh.transactions.blocked
-    fresh.transactions.load()
-    held = fresh.transactions.prepared["3.2"]
+    assert not fresh.participant.blocked
+    fresh.participant.load()
+    held = fresh.participant.prepared["3.2"]
     assert (held.epoch, held.request_id, held.reply_to, held.results) == (
         1,
         "req-3.2",
         "client",
         "[70]",
     )
-    assert fresh.transactions.locks == {"accounts": {(2,): "3.2"}}
+    assert fresh.participant.locks == {"accounts": {(2,): "3.2"}}
     assert not run(fresh, "3.3", move("debit", 2, 1))
-    fresh.transactions.decide(Decision("3.2", 1, True))
+    fresh.participant.decide(Decision("3.2", 1, True))
     base.apply(fresh.take_group())
     assert base.tables["accounts"] == {(1,): {"balance": 100}, (2,): {"balance": 70}}
     assert base.tables[PREPARED_TABLE] == {}
