@@ -33,6 +33,7 @@ from deltalake import DeltaTable, QueryBuilder
 from deltalake.exceptions import TableNotFoundError
 from machine_info import machine, machine_text
 
+from leaderboard import WAREHOUSE_CONFIG
 from leaderboard.commits import recovered_tables, wait_for_batches
 from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
@@ -128,8 +129,10 @@ def main(
         producing = Producing(settings, app.name, votes_file)
         settings.log_dir.mkdir(parents=True, exist_ok=True)
         log = (settings.log_dir / f"{app.name}-etl.log").open("wb")
+        argv = [TXSTREAM, "etl", "run", "--app", app.name, "--config", str(WAREHOUSE_CONFIG),
+                "--trigger-s", str(trigger_s)]  # fmt: skip
         etl = subprocess.Popen(
-            [TXSTREAM, "etl", "run", "--app", app.name, "--trigger-s", str(trigger_s)],
+            argv,
             env={**os.environ, "TXSTREAM_WAREHOUSE_URI": str(warehouse)},
             stdout=log,
             stderr=subprocess.STDOUT,

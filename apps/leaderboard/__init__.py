@@ -4,3 +4,8 @@ The contract is `shared/workloads/leaderboard.md`; this package holds its refere
 vote generator and the votes-file format, so the runner, the benchmarks and the tests all read
 and write votes the same way.
 """
+
+from pathlib import Path
+
+WAREHOUSE_CONFIG = Path(__file__).with_name("warehouse.toml")
+"""The Leaderboard's warehouse, for `txstream etl run --config`."""

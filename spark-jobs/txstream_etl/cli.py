@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import re
 import statistics
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -15,6 +16,7 @@ from rich.table import Table
 
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
+from txstream_etl.config import WarehouseConfig, WarehouseConfigError, load_config
 
 app = typer.Typer(help="Warehouse ETL: committed topics into Delta tables with Spark.")
 console = Console(stderr=True)
@@ -33,10 +35,24 @@ def resolve_app(settings: Settings, app_name: str) -> str:
     return max(demos, key=lambda m: int(m.group(2))).group(1)
 
 
+def load_warehouse(path: Path) -> WarehouseConfig:
+    try:
+        return load_config(path)
+    except WarehouseConfigError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+
+
+CONFIG_HELP = (
+    "the app's warehouse file (what to load, and into what), e.g. apps/leaderboard/warehouse.toml"
+)
+
+
 @app.command()
 def run(
     app_name: str = typer.Option(..., "--app", help="the app whose topics to load; 'latest': "
                                  "the newest `make demo` app"),
+    config: Path = typer.Option(..., "--config", help=CONFIG_HELP),
     once: bool = typer.Option(False, help="load what is committed now, then stop"),
     raw_topic: str = typer.Option("", help="also ingest raw vote events (CSV/JSON) from it"),
     trigger_s: float = typer.Option(1.0, help="seconds between micro-batches when streaming"),
@@ -51,12 +67,13 @@ def run(
     from txstream.observability.targets import serve_metrics
     from txstream_etl.job import RunOptions, app_root
     from txstream_etl.job import run as run_job
-    from txstream_etl.leaderboard_warehouse import latest_snapshot
     from txstream_etl.session import spark_session
+    from txstream_etl.warehouse import latest_snapshot
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     settings = Settings()
+    warehouse = load_warehouse(config)
     app_name = resolve_app(settings, app_name)
     if metrics:
         port = serve_metrics(settings, "etl", metrics_host, metrics_port)
@@ -65,8 +82,10 @@ def run(
     spark = spark_session(settings, f"txstream-etl-{app_name}")
     console.print(f"ETL of {app_name} into {app_root(settings, app_name)}")
     try:
-        writers = run_job(spark, settings, app_name, raw_topic or None, options)
-        board = latest_snapshot(spark, app_root(settings, app_name))
+        writers = run_job(spark, settings, app_name, warehouse, raw_topic or None, options)
+        board = None
+        if warehouse.snapshot is not None and warehouse.snapshot.show:
+            board = latest_snapshot(spark, app_root(settings, app_name), warehouse.snapshot)
     finally:
         spark.stop()
     summary = Table(title=f"ETL of {app_name}")
@@ -84,12 +103,13 @@ def run(
             summary.add_row(w.query, table, str(w.stats.rows[table]), str(bad), p)
     Console().print(summary)
     if board is not None:
-        Console().print(f"warehouse leaderboards: {board}")
+        Console().print(f"warehouse snapshot: {board}")
 
 
 @app.command()
 def maintain(
     app_name: str = typer.Option(..., "--app", help="the app whose warehouse to maintain"),
+    config: Path = typer.Option(..., "--config", help=CONFIG_HELP),
 ) -> None:
     """Rebuild the aggregates, compact every table (OPTIMIZE) and VACUUM files older than
     each table's retention (`delta.deletedFileRetentionDuration`, 7 days)."""
@@ -98,16 +118,18 @@ def maintain(
     from txstream_etl.session import spark_session
 
     settings = Settings()
+    warehouse = load_warehouse(config)
     app_name = resolve_app(settings, app_name)
     root = app_root(settings, app_name)
     spark = spark_session(settings, f"txstream-etl-maintain-{app_name}")
     try:
-        report = run_maintenance(spark, root)
+        report = run_maintenance(spark, root, warehouse)
     finally:
         spark.stop()
     for table, removed in sorted(report.compacted.items()):
         console.print(f"{table}: compacted {removed} files; vacuumed")
-    console.print(f"daily_votes: {report.daily_rows} rows")
+    for table, rows in sorted(report.aggregated.items()):
+        console.print(f"{table}: {rows} rows")
 
 
 def main() -> None:

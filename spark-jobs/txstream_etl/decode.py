@@ -19,11 +19,11 @@ from typing import Any
 import pyarrow as pa
 from fastavro.types import Schema
 
-from ingest.normalize import Malformed, normalize
 from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import decode_key
+from txstream_etl.normalize import Malformed, normalize
 from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, StreamSource
 from txstream_etl.rules import RULES, Rejected
 
@@ -158,7 +158,7 @@ class Decoder:
             return self._out(
                 rec, source.table, reason=e.reason, detail=e.detail, payload=payload_text(rec.value)
             )
-        return self._clean(rec, source.table, "ingested_vote", row)
+        return self._clean(rec, source.table, source.rule, row)
 
     def _undecodable(self, rec: KafkaRecord, table: str, detail: str) -> dict[str, Any]:
         return self._out(

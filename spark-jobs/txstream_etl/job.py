@@ -20,9 +20,10 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from txstream.config import Settings
+from txstream_etl.config import WarehouseConfig
 from txstream_etl.decode import decode_arrow
-from txstream_etl.leaderboard_warehouse import LeaderboardWarehouse, Query
 from txstream_etl.tables import ETL_COMMITS_TABLE
+from txstream_etl.warehouse import Query, Warehouse
 from txstream_etl.writer import MicroBatchWriter
 
 DECODED_DDL = (
@@ -107,13 +108,14 @@ def run(
     spark: SparkSession,
     settings: Settings,
     app: str,
+    config: WarehouseConfig,
     raw_topic: str | None,
     options: RunOptions,
     on_start: Callable[[list[StreamingQuery]], None] | None = None,
 ) -> list[MicroBatchWriter]:
     """Run the app's queries: until caught up (`once`), else until one fails or stops."""
     root = app_root(settings, app)
-    warehouse = LeaderboardWarehouse(app, root, str(settings.schema_dir), raw_topic)
+    warehouse = Warehouse(app, root, str(settings.schema_dir), config, raw_topic)
     for query in warehouse.queries():
         marks = f"{root}/{ETL_COMMITS_TABLE.name}"
         if exists(spark, checkpoint(settings, app, query.name)) and not exists(spark, marks):
@@ -124,7 +126,7 @@ def run(
     warehouse.ensure(spark)
     writers, queries = [], []
     for query in warehouse.queries():
-        after = warehouse.snapshot if query.snapshots else None
+        after = warehouse.after_batch() if query.snapshots else None
         writer = MicroBatchWriter(root, app, query.name, query.tables, after)
         writers.append(writer)
         queries.append(start_query(spark, settings, app, query, writer, options))

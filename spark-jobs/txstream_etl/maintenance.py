@@ -5,8 +5,8 @@ large ones without changing any row, in its own Delta commit. VACUUM then delete
 that no version within the table's `delta.deletedFileRetentionDuration` references: the
 vacuum policy is that table property (7 days, set by `tables.py` when a table is created;
 Delta 4 ignores a retention passed to VACUUM), so readers and time travel on recent versions
-keep working. The aggregate is rebuilt whole, in one overwrite commit, so re-running the job
-is harmless.
+keep working. Aggregates (the config's SQL) are rebuilt whole, in one overwrite commit, so
+re-running the job is harmless.
 """
 
 from __future__ import annotations
@@ -15,43 +15,40 @@ from dataclasses import dataclass
 
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
-from pyspark.sql import functions as F
 
-from txstream_etl.leaderboard_warehouse import ALL_TABLES, VOTES
-from txstream_etl.tables import SystemTable, ensure_table, table_path
-
-DAILY_VOTES = SystemTable(
-    "daily_votes",
-    "committed_date DATE, state STRING, contestant_number BIGINT, votes BIGINT",
-    ("committed_date",),
-)
+from txstream_etl.config import WarehouseConfig, tables
+from txstream_etl.tables import ETL_COMMITS_TABLE, QUARANTINE_TABLE, ensure_table, table_path
 
 
 @dataclass(frozen=True)
 class MaintenanceReport:
     compacted: dict[str, int]  # table -> files removed by OPTIMIZE
     vacuumed: list[str]
-    daily_rows: int
+    aggregated: dict[str, int]  # aggregate table -> rows
 
 
-def aggregate(spark: SparkSession, root: str) -> int:
-    """Accepted votes per day, state and contestant, from the votes fact."""
-    ensure_table(spark, root, DAILY_VOTES)
-    daily = (
-        spark.read.format("delta")
-        .load(table_path(root, VOTES.name))
-        .groupBy("committed_date", "state", "contestant_number")
-        .agg(F.count("*").alias("votes"))
-    )
-    daily.write.format("delta").mode("overwrite").save(table_path(root, DAILY_VOTES.name))
-    return int(daily.count())
+def aggregate(spark: SparkSession, root: str, config: WarehouseConfig) -> dict[str, int]:
+    """Rebuild each aggregate from its SQL over the warehouse tables."""
+    for table in tables(config):
+        if DeltaTable.isDeltaTable(spark, table_path(root, table.name)):
+            spark.read.format("delta").load(table_path(root, table.name)).createOrReplaceTempView(
+                table.name
+            )
+    rows: dict[str, int] = {}
+    for agg in config.aggregates:
+        ensure_table(spark, root, agg.table)
+        result = spark.sql(agg.sql)
+        result.write.format("delta").mode("overwrite").save(table_path(root, agg.table.name))
+        rows[agg.table.name] = int(result.count())
+    return rows
 
 
-def maintain(spark: SparkSession, root: str) -> MaintenanceReport:
-    daily_rows = aggregate(spark, root)
+def maintain(spark: SparkSession, root: str, config: WarehouseConfig) -> MaintenanceReport:
+    aggregated = aggregate(spark, root, config)
     compacted: dict[str, int] = {}
     vacuumed: list[str] = []
-    for table in (*ALL_TABLES, DAILY_VOTES):
+    system = (QUARANTINE_TABLE, ETL_COMMITS_TABLE)
+    for table in (*tables(config), *system, *(a.table for a in config.aggregates)):
         path = table_path(root, table.name)
         if not DeltaTable.isDeltaTable(spark, path):
             continue
@@ -60,4 +57,4 @@ def maintain(spark: SparkSession, root: str) -> MaintenanceReport:
         compacted[table.name] = int(metrics["numFilesRemoved"])
         delta.vacuum()
         vacuumed.append(table.name)
-    return MaintenanceReport(compacted, vacuumed, daily_rows)
+    return MaintenanceReport(compacted, vacuumed, aggregated)

@@ -47,6 +47,7 @@ class RawSource:
     """Raw events from any client (CSV lines, JSON of several dialects), normalized first."""
 
     table: str
+    rule: str = "ingested_vote"
 
 
 Source = StreamSource | ChangelogSource | RawSource

@@ -31,6 +31,7 @@ from confluent_kafka import Producer
 from deltalake import DeltaTable, QueryBuilder
 from deltalake.exceptions import TableNotFoundError
 
+from leaderboard import WAREHOUSE_CONFIG
 from leaderboard.dataflow import Params
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
@@ -195,7 +196,8 @@ def etl_process(
 ) -> tuple[ServiceProcess, list[str]]:
     log = run.warehouse.parent / f"etl-{n}.log"
     run.logs.append(log)
-    args = ["etl", "run", "--app", engine.app, "--raw-topic", engine.raw_topic,
+    args = ["etl", "run", "--app", engine.app, "--config", str(WAREHOUSE_CONFIG),
+            "--raw-topic", engine.raw_topic,
             "--trigger-s", "0.5", "--max-batches-per-trigger", str(BATCHES_PER_TRIGGER),
             "--metrics-port", str(free_port())]  # fmt: skip
     env = {

@@ -24,12 +24,13 @@ from tests.integration.leaderboard_driver import drive, feed, load_inputs
 from tests.kafka_reads import read_to_end
 from tests.reference.chain_ref import chain_totals
 from tests.reference.leaderboard_ref import run_reference
+from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.model.app import App
 from txstream.model.declarations import RecoveryMode
 from txstream.recovery.policy import RecoveryPolicy
-from txstream.runtime.task import CommitPolicy, PartitionTask
+from txstream.runtime.task import PartitionTask
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 

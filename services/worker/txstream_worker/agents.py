@@ -15,12 +15,12 @@ from typing import Any
 import faust
 from faust.types import TP
 
+from txstream.commit.policy import OLTP_GROUP_MS, CommitPolicy
 from txstream.config import Settings
-from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.recovery.policy import RecoveryPolicy
-from txstream.runtime.task import OLTP_GROUP_MS, CommitPolicy
-from txstream_worker.host import EngineHost, fail
+from txstream.runtime.inputs import Inputs
+from txstream_worker.task_manager import TaskManager, fail
 from txstream_worker.transport import SCHEME
 
 Agent = Callable[[Any], Coroutine[Any, Any, None]]
@@ -33,9 +33,9 @@ def broker_urls(bootstrap_servers: str) -> str:
 
 
 class TxFaustApp(faust.App):
-    """A Faust app that carries its engine host, where the transport looks when it seeks."""
+    """A Faust app that carries its engine manager, where the transport looks when it seeks."""
 
-    txstream_engines: EngineHost | None = None
+    txstream_tasks: TaskManager | None = None
 
 
 def faust_app(
@@ -63,33 +63,31 @@ def faust_app(
         topic_disable_leader=True,
         stream_buffer_maxsize=policy.max_batches,
     )
-    host = EngineHost(app, settings, policy, recovery)
-    fapp.txstream_engines = host
-    topics = AppTopics(app.name)
+    manager = TaskManager(app, settings, policy, recovery)
+    fapp.txstream_tasks = manager
     # Batches are taken in runs as long as a group commit; OLTP messages at once, since a
     # client (or a 2PC participant holding locks) waits on each.
     batch_wait_s = max(policy.interval_ms, 1) / 1000
-    inputs = {f"chain-{s}": (topics.stream(s), batch_wait_s) for s in app.dataflow().border_streams}
-    if app.decl.transactions:
-        inputs["oltp-requests"] = (topics.requests, OLTP_WAIT_S)
-        inputs["oltp-decisions"] = (topics.decisions, OLTP_WAIT_S)
+    topics = Inputs.of(app)
+    inputs = {f"chain-{s}": (topic, batch_wait_s) for topic, s in topics.streams.items()}
+    inputs |= {f"oltp-{t.rsplit('.', 1)[1]}": (t, OLTP_WAIT_S) for t in topics.oltp}
     for name, (topic_name, within_s) in inputs.items():
         topic = fapp.topic(topic_name, key_type=bytes, value_type=bytes,
                            key_serializer="raw", value_serializer="raw")  # fmt: skip
-        fapp.agent(topic, name=name)(_chain(host, policy.max_batches, within_s))
+        fapp.agent(topic, name=name)(_chain(manager, policy.max_batches, within_s))
 
     # Faust signal receivers: (sender, *payload, signal=..., **kwargs).
     async def on_assigned(sender: Any, /, *payload: Any, signal: Any, **kwargs: Any) -> None:
-        await host.on_assigned(payload[0])
+        await manager.on_assigned(payload[0])
 
     async def on_revoked(sender: Any, /, *payload: Any, signal: Any, **kwargs: Any) -> None:
-        await host.on_revoked()
+        await manager.on_revoked()
 
     async def on_shutdown(sender: Any, /, *payload: Any, signal: Any, **kwargs: Any) -> None:
-        await host.close_all()
+        await manager.close_all()
 
     async def idle_commit() -> None:
-        await host.commit_all()
+        await manager.commit_all()
 
     def highwater(tp: TP) -> int | None:
         try:
@@ -99,7 +97,7 @@ def faust_app(
         return end
 
     async def measure_lag() -> None:
-        await host.measure_lag(highwater)
+        await manager.measure_lag(highwater)
 
     fapp.timer(LAG_INTERVAL_S)(measure_lag)
     fapp.on_partitions_assigned.connect(on_assigned)
@@ -111,7 +109,7 @@ def faust_app(
     return fapp
 
 
-def _chain(host: EngineHost, max_records: int, within_s: float) -> Agent:
+def _chain(manager: TaskManager, max_records: int, within_s: float) -> Agent:
     async def chain(stream: Any) -> None:
         events: AsyncIterator[list[Any]] = stream.take_events(max_records, within=within_s)
         try:
@@ -121,7 +119,7 @@ def _chain(host: EngineHost, max_records: int, within_s: float) -> Agent:
                     msg = event.message
                     runs[msg.partition].append((msg.topic, msg.offset, msg.value))
                 for partition, records in runs.items():
-                    await host.process(partition, records)
+                    await manager.process(partition, records)
         except Exception:
             # Faust would restart the agent and ack the batch; that would move past a
             # half-processed batch. Exiting keeps the committed state the only truth.

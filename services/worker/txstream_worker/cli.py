@@ -9,6 +9,7 @@ from pathlib import Path
 import faust
 import typer
 
+from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.topics import AppTopics, ensure_topics
@@ -16,7 +17,6 @@ from txstream.model.app import load_app
 from txstream.model.declarations import RecoveryMode
 from txstream.observability.targets import serve_metrics
 from txstream.recovery.policy import RecoveryPolicy
-from txstream.runtime.task import CommitPolicy
 from txstream_worker.agents import faust_app
 
 app = typer.Typer(help="Run dataflow apps.", no_args_is_help=True)

@@ -6,7 +6,7 @@ committed batches, and the input positions that count are the ones committed in 
 Kafka transaction as the engine's effects. Faust's own group-offset commits are turned
 into no-ops so they can never be mistaken for progress.
 
-Faust picks the transport by URL scheme, so `txkafka://host:port` selects this one without
+Faust picks the transport by URL scheme, so `txkafka://manager:port` selects this one without
 patching Faust. The aiokafka attributes set below are read only when the consumer starts,
 which is after they are set; aiokafka is pinned for that reason.
 """
@@ -21,7 +21,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
 
 if TYPE_CHECKING:
-    from txstream_worker.host import EngineHost
+    from txstream_worker.task_manager import TaskManager
 
 SCHEME = "txkafka"
 # How long the broker may hold a fetch that finds no data. aiokafka sends one fetch at a time
@@ -33,10 +33,10 @@ SCHEME = "txkafka"
 FETCH_MAX_WAIT_MS = 50
 
 
-def engine_host(app: Any) -> EngineHost | None:
+def task_manager(app: Any) -> TaskManager | None:
     """The engines of a `TxFaustApp`; None for any other Faust app using this transport."""
-    host: EngineHost | None = getattr(app, "txstream_engines", None)
-    return host
+    manager: TaskManager | None = getattr(app, "txstream_tasks", None)
+    return manager
 
 
 class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
@@ -65,15 +65,15 @@ class Consumer(faust_aiokafka.Consumer):
 
     async def seek_to_committed(self) -> Mapping[TP, int]:
         """Faust calls this after every rebalance, before flow resumes."""
-        host = engine_host(self.app)
+        manager = task_manager(self.app)
         assigned = set(self.assignment())
-        ours = {tp for tp in assigned if host is not None and host.serves(tp.topic)}
+        ours = {tp for tp in assigned if manager is not None and manager.serves(tp.topic)}
         positions: dict[TP, int] = {}
         others = assigned - ours
         if others:
             positions.update(await super().seek_to_committed())
-        if ours and host is not None:
-            stored = await host.positions_for(ours)
+        if ours and manager is not None:
+            stored = await manager.positions_for(ours)
             await self._thread.seek_wait(stored)
             positions.update(stored)
         return positions

@@ -71,15 +71,20 @@ class GroupCommitter:
         self._errors = []
         try:
             self.producer.begin_transaction()
+            # 1. Produce outputs, the recovery log (with the input positions), replies,
+            #    aborts and the commit notice, all inside the transaction.
             self._produce_all(group, writes, positions)
+            # 2. Flush: every record acknowledged before the commit is asked for.
             self.producer.flush()
             if self._errors:
                 raise CommitError(f"records were not acknowledged: {self._errors[0]}")
+            # 3. Commit: effects and input positions become visible together, or not at all.
             self.producer.commit_transaction()
         except CommitError:
             raise
         except Exception as e:
             raise CommitError(f"group commit failed: {e}") from e
+        # 4. Only now flush the state to RocksDB, with the recovery log offset it reaches.
         if self._last_log_offset >= 0:
             self.state.apply(writes, self._last_log_offset + 1)
 

@@ -75,6 +75,11 @@ class Group:
     oltp_aborts: Counter[tuple[str, str]] = field(default_factory=Counter)
     urgent: bool = False  # a 2PC vote waits in it: commit now, the partition is blocked
 
+    @property
+    def empty(self) -> bool:
+        """Nothing to commit: no state write (positions included) and no OLTP reply."""
+        return not self.ws.tables and not self.replies
+
 
 class Outcome(StrEnum):
     PROCESSED = "processed"

@@ -36,6 +36,7 @@ from txstream.engine.writeset import Base, WriteSet, read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import NestedTransaction, Procedure, Record
 from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
+from txstream.oltp.messages import Decision, EngineRequest
 
 
 @dataclass
@@ -79,6 +80,31 @@ class PartitionEngine:
         self.pending: dict[tuple[str, int], Sequence[Record]] = {}
         self._source: tuple[str, str, int] | None = None  # (stream, topic, offset) in hand
         self.participant = Participant(self)
+
+    @property
+    def blocked(self) -> bool:
+        """A prepared 2PC transaction holds rows: dataflow TEs wait for its decision."""
+        return self.participant.blocked
+
+    def request(self, req: EngineRequest) -> bool:
+        """An OLTP request; False if it must wait for a 2PC decision (nothing applied)."""
+        return self.participant.request(req)
+
+    def decide(self, decision: Decision) -> None:
+        self.participant.decide(decision)
+
+    def reinquire(self, every_s: float) -> bool:
+        """Ask again for decisions awaited longer than `every_s`; True if any vote was re-sent."""
+        return self.participant.reinquire(every_s)
+
+    def load_prepared(self) -> list[str]:
+        """After a restart: hold the transactions prepared before the crash; their ids."""
+        self.participant.load()
+        return sorted(self.participant.prepared)
+
+    def position(self, topic: str) -> int:
+        """The next offset to read on `topic` for this partition, as of the group."""
+        return self.sys_value(position_key(topic, self.partition)) or 0
 
     def take_group(self) -> Group:
         """Hand the accumulated group to the commit path and start a new one."""

@@ -31,17 +31,12 @@ class TaskPump:
     def step(self, max_records: int = 500, timeout_s: float = 0.05) -> list[CommitInfo]:
         """Process what is available, committing whenever a group is due (after any record,
         so the commit policy holds however many records one poll returns)."""
-        commits = []
-        for msg in self.consumer.consume(max_records, timeout=timeout_s):
-            topic = msg.topic()
-            if msg.error() is None and topic is not None:
-                self.task.handle(topic, msg.offset() or 0, msg.value())
-                if self.task.commit_due():
-                    commits.append(self.task.commit())
-        self.task.tick()
-        if self.task.commit_due(end_of_run=True):
-            commits.append(self.task.commit())
-        return commits
+        records = [
+            (topic, msg.offset() or 0, msg.value())
+            for msg in self.consumer.consume(max_records, timeout=timeout_s)
+            if msg.error() is None and (topic := msg.topic()) is not None
+        ]
+        return [self.task.commit() for _ in self.task.run(records)]
 
     def run_until(
         self,

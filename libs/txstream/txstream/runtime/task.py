@@ -12,7 +12,7 @@ import contextlib
 import logging
 import time
 from collections import deque
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -21,8 +21,9 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 
 from txstream import failpoints
 from txstream.commit.group_commit import GroupCommitter
+from txstream.commit.policy import OLTP_GROUP_MS, CommitPolicy
 from txstream.config import Settings
-from txstream.engine.group import Group, position_key
+from txstream.engine.group import Group
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import transactional_producer_config
@@ -36,6 +37,7 @@ from txstream.recovery.policy import RecoveryPolicy
 from txstream.recovery.replay import replay
 from txstream.recovery.snapshots import Snapshots
 from txstream.recovery.sources import BorderSources, RecoveryError
+from txstream.runtime.inputs import Inputs
 from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec, table_rows
@@ -50,29 +52,6 @@ from txstream.state.store import (
 log = logging.getLogger(__name__)
 
 STORE_LOCK_WAIT_S = 60.0
-OLTP_GROUP_MS = 10
-
-
-@dataclass(frozen=True)
-class CommitPolicy:
-    """Group commit: commit when `interval_ms` has passed or `max_batches` are pending.
-
-    `CommitPolicy.off()` commits after every input batch and the TEs it triggered.
-    """
-
-    interval_ms: int = 100
-    max_batches: int = 5000
-
-    def __post_init__(self) -> None:
-        if self.interval_ms < 0 or self.max_batches < 1:
-            raise ValueError(
-                f"group commit needs interval_ms >= 0 and max_batches >= 1, "
-                f"not {self.interval_ms} and {self.max_batches}"
-            )
-
-    @classmethod
-    def off(cls) -> CommitPolicy:
-        return cls(interval_ms=0, max_batches=1)
 
 
 class PartitionTask:
@@ -105,11 +84,8 @@ class PartitionTask:
         self.batch_codecs = {
             s.name: BatchCodec(registry.get(s.schema)) for s in self.dataflow.decl.streams.values()
         }
-        self.stream_of_topic = {self.topics.stream(s): s for s in self.dataflow.border_streams}
+        self.inputs = Inputs.of(app)
         self.wire = Wire(registry)
-        self.input_topics = list(self.stream_of_topic)
-        if app.decl.transactions:
-            self.input_topics += [self.topics.requests, self.topics.decisions]
         # Inputs that arrive while a 2PC participant is blocked, in arrival order.
         self._deferred: deque[tuple[str, int, bytes | None]] = deque()
         self._abort_schema = registry.get("txstream.AbortRecord")
@@ -148,7 +124,7 @@ class PartitionTask:
         if self.log_codec is None:
             n = restore(self.state, self.settings, self.topics.changelog, self.partition)
         else:
-            by_topic = {t: self.batch_codecs[s] for t, s in self.stream_of_topic.items()}
+            by_topic = {t: self.batch_codecs[s] for t, s in self.inputs.streams.items()}
             sources = BorderSources(self.settings, self.partition, by_topic)
             n = replay(self.engine, self.state, self.codec, self.log_codec, sources,
                        self.settings, self.topics.command_log, oltp=self._replay_oltp)  # fmt: skip
@@ -170,18 +146,14 @@ class PartitionTask:
             self.log_codec,
             self.wire,
         )
-        self.engine.participant.load()
-        held = sorted(self.engine.participant.prepared)
+        held = self.engine.load_prepared()
         if held:
             log.info("p%d holds prepared transactions %s until decided", self.partition, held)
         return self.rewind()
 
     def positions(self) -> dict[str, int]:
         """{input topic: next offset to read}, as of the last processed record."""
-        return {
-            topic: self.engine.sys_value(position_key(topic, self.partition)) or 0
-            for topic in self.input_topics
-        }
+        return {topic: self.engine.position(topic) for topic in self.inputs.topics}
 
     def rewind(self) -> dict[str, int]:
         """The consumer is about to seek to `positions()`: forget records received past them."""
@@ -192,6 +164,18 @@ class PartitionTask:
     def tables(self) -> dict[str, Any]:
         """The committed state in RocksDB as plain tables: {table: {key: row}}."""
         return table_rows(self.codec, dict(self.store.scan(b"")))
+
+    def run(self, records: Iterable[tuple[str, int, bytes | None]]) -> Iterator[None]:
+        """Handle a delivered run of (topic, offset, value) records, pausing whenever a group
+        commit is due; the caller commits (in whatever thread it keeps for that) and resumes.
+        The records at hand all handled, time is told, and a waiting 2PC vote is committed."""
+        for topic, offset, value in records:
+            self.handle(topic, offset, value)
+            if self.commit_due():
+                yield
+        self.tick()
+        if self.commit_due(end_of_run=True):
+            yield
 
     def handle(self, topic: str, offset: int, value: bytes | None) -> None:
         """Process one input record; a record before the current position is a redelivery."""
@@ -205,7 +189,7 @@ class PartitionTask:
         if offset < self._received[topic]:
             return
         self._received[topic] = offset + 1
-        if not self.engine.group.ws.tables and not self.engine.group.replies:
+        if self.engine.group.empty:
             self._group_started = time.monotonic()
         if topic == self.topics.decisions:
             self._process(topic, offset, value)
@@ -218,9 +202,9 @@ class PartitionTask:
         """Process one record; False if it must wait for a 2PC decision (nothing applied)."""
         if topic == self.topics.requests or topic == self.topics.decisions:
             return self._oltp(topic, offset, value)
-        if self.engine.participant.blocked:
+        if self.engine.blocked:
             return False  # TEs are not checked row by row: they wait for every decision
-        stream = self.stream_of_topic[topic]
+        stream = self.inputs.streams[topic]
         source = (topic, self.partition, offset)
         try:
             if value is None:
@@ -248,9 +232,9 @@ class PartitionTask:
 
     def _apply_oltp(self, topic: str, value: bytes) -> bool:
         if topic == self.topics.decisions:
-            self.engine.participant.decide(self.wire.decode(Decision, value))
+            self.engine.decide(self.wire.decode(Decision, value))
             return True
-        return self.engine.participant.request(self.wire.decode(EngineRequest, value))
+        return self.engine.request(self.wire.decode(EngineRequest, value))
 
     def _replay_oltp(self, topic: str, value: bytes) -> None:
         if not self._apply_oltp(topic, value):
@@ -258,14 +242,14 @@ class PartitionTask:
 
     def tick(self, inquire_every_s: float = 3.0) -> None:
         """Time passes: a participant blocked on a 2PC decision asks for it again."""
-        if self.engine.participant.reinquire(inquire_every_s):
+        if self.engine.reinquire(inquire_every_s):
             self._group_started = time.monotonic()
 
     def commit_due(self, end_of_run: bool = False) -> bool:
         """Whether to commit now; `end_of_run` when the records at hand are all handled,
         which is when a waiting 2PC vote is committed (votes in one run share a commit)."""
         group = self.engine.group
-        if not group.ws.tables and not group.replies:
+        if group.empty:
             return False
         if end_of_run and group.urgent:
             return True
@@ -278,7 +262,7 @@ class PartitionTask:
 
     def commit(self) -> dict[str, Any]:
         """Commit the pending group, if any; returns its counts for metrics and progress."""
-        if not self.engine.group.ws.tables and not self.engine.group.replies:
+        if self.engine.group.empty:
             return {"batches": 0}
         positions = self.positions()  # read through the group, so before it is taken
         group = self.engine.take_group()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from ingest.normalize import Malformed, normalize
+from txstream_etl.normalize import Malformed, normalize
 
 
 @pytest.mark.parametrize(

@@ -1,1 +1,0 @@
-"""Dirty ingestion: raw vote events in several formats, normalized before the warehouse."""

@@ -1,0 +1,29 @@
+"""The topics a partition task reads, derived once from the app for the task, the worker's
+task manager and its Faust agents."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from txstream.kafka.topics import AppTopics
+from txstream.model.app import App
+
+
+@dataclass(frozen=True)
+class Inputs:
+    """Border stream topics (topic -> stream), then the coordinator's requests and decisions
+    when the app registers OLTP transactions."""
+
+    streams: dict[str, str]
+    oltp: tuple[str, ...]
+
+    @classmethod
+    def of(cls, app: App) -> Inputs:
+        topics = AppTopics(app.name)
+        streams = {topics.stream(s): s for s in app.dataflow().border_streams}
+        oltp = (topics.requests, topics.decisions) if app.decl.transactions else ()
+        return cls(streams, oltp)
+
+    @property
+    def topics(self) -> list[str]:
+        return [*self.streams, *self.oltp]

@@ -1,0 +1,144 @@
+"""One app's warehouse, built from its config file (`config.py`): queries, tables, snapshots.
+
+Two or three streaming queries per app:
+- `streams`: every fact's stream topic, one row per tuple;
+- `changelog`: the app's changelog into its mirrors, whole Kafka transactions per
+  micro-batch, followed by the snapshot when the config has one;
+- `ingest`: raw client events, when a raw topic is given and the config has `[raw]`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from pyspark.sql import Row, SparkSession
+from pyspark.sql import functions as F
+
+from txstream.kafka.topics import AppTopics
+from txstream_etl.config import Snapshot, SnapshotValue, WarehouseConfig, tables
+from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, StreamSource
+from txstream_etl.tables import (
+    ETL_COMMITS_TABLE,
+    QUARANTINE_TABLE,
+    FactTable,
+    MirrorTable,
+    Table,
+    ensure_table,
+    table_path,
+)
+from txstream_etl.writer import txn_app_id
+
+
+@dataclass(frozen=True)
+class Query:
+    """One streaming query: its sources, the tables they land in, and whether it snapshots."""
+
+    name: str
+    plan: Plan
+    tables: dict[str, FactTable | MirrorTable]
+    snapshots: bool = False
+    rate_limited: bool = True  # False: its micro-batches must hold whole Kafka transactions
+
+
+class Warehouse:
+    def __init__(
+        self, app: str, root: str, schema_dir: str, config: WarehouseConfig, raw_topic: str | None
+    ) -> None:
+        self.app = app
+        self.root = root
+        self.schema_dir = schema_dir
+        self.config = config
+        self.raw_topic = raw_topic if config.raw is not None else None
+
+    def queries(self) -> list[Query]:
+        topics, config = AppTopics(self.app), self.config
+        out = []
+        if config.facts:
+            sources: dict[str, StreamSource | ChangelogSource | RawSource] = {
+                topics.stream(f.stream): StreamSource(f.stream, f.schema, f.table.name, f.rule)
+                for f in config.facts
+            }
+            facts = {f.table.name: f.table for f in config.facts}
+            out.append(Query("streams", Plan(self.schema_dir, sources), dict(facts)))
+        if config.mirrors:
+            state = {
+                m.engine_table: StateTable(m.schema, m.table.name, m.table.key, m.rule)
+                for m in config.mirrors
+            }
+            changelog = Plan(self.schema_dir, {topics.changelog: ChangelogSource(state)})
+            mirrors = {m.table.name: m.table for m in config.mirrors}
+            snapshots = config.snapshot is not None
+            out.append(Query("changelog", changelog, dict(mirrors), snapshots, rate_limited=False))
+        if self.raw_topic and config.raw is not None:
+            raw = config.raw
+            plan = Plan(self.schema_dir, {self.raw_topic: RawSource(raw.table.name, raw.rule)})
+            out.append(Query("ingest", plan, {raw.table.name: raw.table}))
+        return out
+
+    def ensure(self, spark: SparkSession) -> None:
+        """Create the missing tables, side by side (each is one Delta commit)."""
+        wanted: list[Table] = [*tables(self.config), QUARANTINE_TABLE, ETL_COMMITS_TABLE]
+        if self.raw_topic is None and self.config.raw is not None:
+            wanted.remove(self.config.raw.table)
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            list(pool.map(lambda t: ensure_table(spark, self.root, t), wanted))
+
+    def after_batch(self) -> Callable[[SparkSession, int], None] | None:
+        """What runs after each changelog micro-batch: the snapshot, if there is one."""
+        snapshot = self.config.snapshot
+        if snapshot is None:
+            return None
+
+        def take(spark: SparkSession, epoch: int) -> None:
+            self._snapshot(spark, snapshot, epoch)
+
+        return take
+
+    def _snapshot(self, spark: SparkSession, snapshot: Snapshot, epoch: int) -> None:
+        """Append the document as the Delta tables show it after this micro-batch."""
+        for table in tables(self.config):
+            path = table_path(self.root, table.name)
+            spark.read.format("delta").load(path).createOrReplaceTempView(table.name)
+        with ThreadPoolExecutor(max_workers=4) as pool:
+            values = list(pool.map(lambda v: _value(spark, v), snapshot.values))
+        doc = {v.name: value for v, value in zip(snapshot.values, values, strict=True)}
+        row = {
+            "etl_batch": epoch,
+            "taken_at": datetime.now(UTC),
+            **{v.name: doc[v.name] for v in snapshot.values if v.column},
+            "document": json.dumps(doc, sort_keys=True),
+        }
+        (
+            spark.createDataFrame([row], snapshot.table.schema)
+            .write.format("delta")
+            .mode("append")
+            .option("txnAppId", txn_app_id(self.app, "changelog"))
+            .option("txnVersion", epoch)
+            .save(table_path(self.root, snapshot.table.name))
+        )
+
+
+def _value(spark: SparkSession, value: SnapshotValue) -> Any:
+    rows: list[Row] = spark.sql(value.sql).collect()
+    if value.shape == "scalar":
+        return rows[0][0] if rows else None
+    if value.shape == "map":
+        return {r[0]: r[1] for r in rows}
+    if value.shape == "rows":
+        return [list(r) for r in rows]
+    return [r.asDict() for r in rows]
+
+
+def latest_snapshot(spark: SparkSession, root: str, snapshot: Snapshot) -> str | None:
+    """The newest snapshot's `show` values, as one line for people."""
+    snapshots = spark.read.format("delta").load(table_path(root, snapshot.table.name))
+    newest = snapshots.orderBy(F.desc("etl_batch")).limit(1).collect()
+    if not newest:
+        return None
+    doc = json.loads(newest[0]["document"])
+    return "  ".join(f"{name} {doc[name]}" for name in snapshot.show)
