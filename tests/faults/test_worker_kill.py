@@ -34,7 +34,8 @@ from txstream.state.keys import encode_key
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 SMALL = ["--contestants", "12", "--threshold", "1000", "--window", "100", "--slide", "1"]
-VOTES, KILLS = scaled(10_000, 30_000), scaled(4, 10)
+# Long enough for every kill to land while the worker still has work (it runs ~5k batches/s).
+VOTES, KILLS = scaled(30_000, 80_000), scaled(4, 10)
 
 
 def read_all(settings: Settings, topic: str) -> list[bytes]:

@@ -1,7 +1,10 @@
 """Feed an opened PartitionTask from its input topics: consume, process, group-commit.
 
 The consumer is assigned (not subscribed) at the positions the task restored, and reads
-read_committed, so it sees only batches whose producers committed.
+read_committed, so it sees only batches whose producers committed. Records come in bulk:
+the first wait returns as soon as one record is there, and whatever else librdkafka has
+already fetched is taken with it, so a busy input is worked in runs and a quiet one waits
+no longer than one record's arrival.
 """
 
 from __future__ import annotations
@@ -17,13 +20,16 @@ from txstream.kafka.clients import read_committed_consumer_config
 from txstream.runtime.task import PartitionTask
 
 CommitInfo = dict[str, Any]
+FETCH_MAX_WAIT_MS = 10
 
 
 class TaskPump:
     def __init__(self, task: PartitionTask, positions: dict[str, int]) -> None:
         self.task = task
         conf = read_committed_consumer_config(task.settings, f"pump-{uuid.uuid4().hex}")
-        self.consumer = Consumer(conf)
+        # A fetch that finds nothing returns within this bound, so a quiet input (reference
+        # data, OLTP topics) never holds back the next fetch of a busy one.
+        self.consumer = Consumer({**conf, "fetch.wait.max.ms": FETCH_MAX_WAIT_MS})
         self.consumer.assign(
             [TopicPartition(t, task.partition, off) for t, off in positions.items()]
         )
@@ -31,12 +37,26 @@ class TaskPump:
     def step(self, max_records: int = 500, timeout_s: float = 0.05) -> list[CommitInfo]:
         """Process what is available, committing whenever a group is due (after any record,
         so the commit policy holds however many records one poll returns)."""
+        first = self.consumer.poll(timeout_s)
+        msgs = [] if first is None else [first, *self.consumer.consume(max_records - 1, 0)]
         records = [
             (topic, msg.offset() or 0, msg.value())
-            for msg in self.consumer.consume(max_records, timeout=timeout_s)
+            for msg in msgs
             if msg.error() is None and (topic := msg.topic()) is not None
         ]
         return [self.task.commit() for _ in self.task.run(records)]
+
+    def lag(self) -> dict[str, int]:
+        """Input records not yet processed, by topic, from the high watermarks librdkafka
+        last saw (an upper bound: they count open transactions and commit markers too)."""
+        out = {}
+        for topic, position in self.task.positions().items():
+            _, high = self.consumer.get_watermark_offsets(
+                TopicPartition(topic, self.task.partition), cached=True
+            )
+            if high >= 0:
+                out[topic] = max(0, high - position)
+        return out
 
     def run_until(
         self,
