@@ -34,8 +34,10 @@ from txstream.state.keys import encode_key
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 SMALL = ["--contestants", "12", "--threshold", "1000", "--window", "100", "--slide", "1"]
-# Long enough for every kill to land while the worker still has work (it runs ~5k batches/s).
-VOTES, KILLS = scaled(30_000, 80_000), scaled(4, 10)
+# Every kill must land while the worker still has work: a kill during the run's shutdown is
+# not restarted, and the restart count would then miss it. Four kill-and-restart cycles
+# take ~11 s, in which a worker at ~7k batches/s between kills gets through ~20k votes.
+VOTES, KILLS = scaled(60_000, 160_000), scaled(4, 10)
 
 
 def read_all(settings: Settings, topic: str) -> list[bytes]:
