@@ -27,6 +27,7 @@ from txstream_etl.tables import (
     QUARANTINE_TABLE,
     FactTable,
     MirrorTable,
+    SystemTable,
     Table,
     ensure_table,
     table_path,
@@ -80,11 +81,18 @@ class Warehouse:
             out.append(Query("ingest", plan, {raw.table.name: raw.table}))
         return out
 
+    def tables(self) -> list[FactTable | MirrorTable | SystemTable]:
+        """The config's tables that this run writes: the raw one only with a raw topic."""
+        raw = self.config.raw
+        return [
+            t
+            for t in tables(self.config)
+            if raw is None or t is not raw.table or self.raw_topic is not None
+        ]
+
     def ensure(self, spark: SparkSession) -> None:
         """Create the missing tables, side by side (each is one Delta commit)."""
-        wanted: list[Table] = [*tables(self.config), QUARANTINE_TABLE, ETL_COMMITS_TABLE]
-        if self.raw_topic is None and self.config.raw is not None:
-            wanted.remove(self.config.raw.table)
+        wanted: list[Table] = [*self.tables(), QUARANTINE_TABLE, ETL_COMMITS_TABLE]
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(lambda t: ensure_table(spark, self.root, t), wanted))
 
@@ -101,7 +109,7 @@ class Warehouse:
 
     def _snapshot(self, spark: SparkSession, snapshot: Snapshot, epoch: int) -> None:
         """Append the document as the Delta tables show it after this micro-batch."""
-        for table in tables(self.config):
+        for table in self.tables():
             path = table_path(self.root, table.name)
             spark.read.format("delta").load(path).createOrReplaceTempView(table.name)
         with ThreadPoolExecutor(max_workers=4) as pool:

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest.mock import MagicMock, patch
 
 import pytest
+from pyspark.sql.types import StructType
 
 from leaderboard import WAREHOUSE_CONFIG
 from leaderboard.dataflow import Params, build_app
 from leaderboard.results import result_document
 from txstream_etl.config import WarehouseConfigError, load_config, tables
 from txstream_etl.tables import FactTable, MirrorTable
+from txstream_etl.warehouse import Warehouse
 
 
 def test_the_leaderboard_warehouse_agrees_with_its_declarations() -> None:
@@ -72,3 +75,19 @@ def test_a_bad_warehouse_file_is_refused_naming_the_fault(
 def test_a_missing_warehouse_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(WarehouseConfigError, match=r"nothing\.toml"):
         load_config(tmp_path / "nothing.toml")
+
+
+def test_a_snapshot_reads_only_the_tables_this_run_writes() -> None:
+    """Without a raw topic the raw table is never created; the snapshot must not read it
+    (it did, and `make demo`'s ETL failed with PATH_NOT_FOUND on ingested_votes)."""
+    config = load_config(WAREHOUSE_CONFIG)
+    warehouse = Warehouse("lb", "/warehouse/lb", "schemas", config, raw_topic=None)
+    spark = MagicMock()
+    spark.sql.return_value.collect.return_value = []
+    take = warehouse.after_batch()
+    assert take is not None
+    with patch.object(StructType, "fromDDL", return_value=StructType([])):  # needs no session
+        take(spark, 1)
+    loaded = {c.args[0] for c in spark.read.format.return_value.load.call_args_list}
+    assert "/warehouse/lb/contestants" in loaded
+    assert "/warehouse/lb/ingested_votes" not in loaded
