@@ -17,7 +17,13 @@ from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from txstream_etl.config import WarehouseConfig, tables
-from txstream_etl.tables import ETL_COMMITS_TABLE, QUARANTINE_TABLE, ensure_table, table_path
+from txstream_etl.tables import (
+    ETL_COMMITS_TABLE,
+    QUARANTINE_TABLE,
+    ensure_table,
+    register_views,
+    table_path,
+)
 
 
 @dataclass(frozen=True)
@@ -29,11 +35,11 @@ class MaintenanceReport:
 
 def aggregate(spark: SparkSession, root: str, config: WarehouseConfig) -> dict[str, int]:
     """Rebuild each aggregate from its SQL over the warehouse tables."""
-    for table in tables(config):
-        if DeltaTable.isDeltaTable(spark, table_path(root, table.name)):
-            spark.read.format("delta").load(table_path(root, table.name)).createOrReplaceTempView(
-                table.name
-            )
+    # The raw table exists only if a run had a raw topic.
+    present = [
+        t for t in tables(config) if DeltaTable.isDeltaTable(spark, table_path(root, t.name))
+    ]
+    register_views(spark, root, present)
     rows: dict[str, int] = {}
     for agg in config.aggregates:
         ensure_table(spark, root, agg.table)

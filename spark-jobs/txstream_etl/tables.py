@@ -11,6 +11,7 @@ Three kinds of table:
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from delta.tables import DeltaTable
@@ -91,6 +92,14 @@ ETL_COMMITS_TABLE = SystemTable("etl_commits", ETL_COMMITS)
 
 def table_path(root: str, table: str) -> str:
     return f"{root.rstrip('/')}/{table}"
+
+
+def register_views(spark: SparkSession, root: str, tables: Iterable[Table]) -> None:
+    """Each table as a SQL view of its own name, as it stands now, for the config's SQL."""
+    for table in tables:
+        spark.read.format("delta").load(table_path(root, table.name)).createOrReplaceTempView(
+            table.name
+        )
 
 
 def ensure_table(spark: SparkSession, root: str, table: Table) -> None:

@@ -30,6 +30,7 @@ from txstream_etl.tables import (
     SystemTable,
     Table,
     ensure_table,
+    register_views,
     table_path,
 )
 from txstream_etl.writer import txn_app_id
@@ -109,9 +110,7 @@ class Warehouse:
 
     def _snapshot(self, spark: SparkSession, snapshot: Snapshot, epoch: int) -> None:
         """Append the document as the Delta tables show it after this micro-batch."""
-        for table in self.tables():
-            path = table_path(self.root, table.name)
-            spark.read.format("delta").load(path).createOrReplaceTempView(table.name)
+        register_views(spark, self.root, self.tables())
         with ThreadPoolExecutor(max_workers=4) as pool:
             values = list(pool.map(lambda v: _value(spark, v), snapshot.values))
         doc = {v.name: value for v, value in zip(snapshot.values, values, strict=True)}
