@@ -13,7 +13,7 @@ from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
-from tests.integration.sequencer_driver import unique
+from tests.integration.sequencer_driver import unique, wait_until
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
 from tests.service_process import TXSTREAM, ServiceProcess
@@ -76,15 +76,27 @@ class LeaderboardWorker:
         wait_for_batches(self.settings, self.commits, {"votes": batch}, timeout_s, proc.alive)
 
     def run_to_end(self, timeout_s: float = 240) -> int:
-        """Supervised incarnations until every batch is committed; returns the restarts."""
+        """Supervised incarnations until every batch is committed and one of them has
+        recovered its partition; returns the restarts.
+
+        The first incarnation may have committed every batch before it was killed; without
+        the wait for recovery the test would stop the next one before it rebuilt anything.
+        """
+        since = self.log.stat().st_size if self.log.exists() else 0
         worker = self.supervised()
         worker.start()
         try:
             alive = lambda: worker.supervisor.live_pid() is not None  # noqa: E731
             wait_for_batches(self.settings, self.commits, {"votes": self.last}, timeout_s, alive)
+            wait_until(lambda: self.recovered_since(since), timeout_s, alive, "recovery")
             return worker.restarts()
         finally:
             worker.stop()
+
+    def recovered_since(self, offset: int) -> bool:
+        with self.log.open("rb") as f:
+            f.seek(offset)
+            return b"recovered p0:" in f.read()
 
     def check_result(self) -> None:
         expected = run_reference(self.votes, **asdict(PARAMS))

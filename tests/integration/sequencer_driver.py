@@ -86,7 +86,7 @@ def wait_until(condition: Any, timeout_s: float, alive: Any, what: str) -> None:
         if condition():
             return
         if not alive():
-            raise AssertionError(f"the sequencer exited while waiting for {what}")
+            raise AssertionError(f"the process under test exited while waiting for {what}")
         time.sleep(0.2)  # polling a Kafka read for a condition, not standing in for one
     raise AssertionError(f"timed out waiting for {what}")
 
