@@ -95,9 +95,13 @@ def measure_level(
     def alive() -> bool:
         return worker.supervisor.live_pid() is not None
 
+    # The sender connects, learns the votes topic's leader and gets its producer id while
+    # the worker starts; else the first sends wait in its queue and count as latency.
+    producer = Producer({**idempotent_producer_config(settings), "linger.ms": 1})
+    producer.list_topics(topics.stream("votes"), timeout=30)
     try:
         wait_for_batches(settings, topics.commits, {"contestant_rows": 1}, 120, alive)
-        latencies, span = _paced(settings, loader, topics, batches, rate)
+        latencies, span = _paced(producer, settings, loader, topics, batches, rate)
     finally:
         worker.stop()
     counted = latencies[int(rate * WARMUP_S) :]
@@ -146,6 +150,7 @@ class _Notices(threading.Thread):
 
 
 def _paced(
+    producer: Producer,
     settings: Settings,
     loader: Loader,
     topics: AppTopics,
@@ -157,7 +162,6 @@ def _paced(
     batch committed."""
     notices = _Notices(settings, topics.commits)
     notices.start()
-    producer = Producer({**idempotent_producer_config(settings), "linger.ms": 1})
     topic, codec = topics.stream("votes"), loader.codecs["votes"]
     last_id = batches[-1][0]
     sent: dict[int, float] = {}

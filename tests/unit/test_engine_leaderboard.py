@@ -20,7 +20,11 @@ from tests.reference.leaderboard_ref import run_reference
 from txstream.engine.partition_engine import PartitionEngine
 
 
-def run_engine(votes: Path, params: Params, batch_size: int, group_every: int) -> dict[str, object]:
+def run_engine(
+    votes: Path, params: Params, batch_size: int, group_every: int, pipelined: bool = False
+) -> dict[str, object]:
+    """`pipelined`: each group reaches the base only once the next one is under way, as
+    when its commit is in flight, so the engine must read through it meanwhile."""
     base = MemoryBase()
     engine = PartitionEngine(build_app(params).dataflow(), base, 0, vars(params))
     names = contestants(params.contestants)
@@ -35,6 +39,7 @@ def run_engine(votes: Path, params: Params, batch_size: int, group_every: int) -
     codes = load_area_code_states()
     engine.process("area_code_rows", 1, [{"area_code": a, "state": s} for a, s in codes.items()])
     base.apply(engine.take_group())
+    in_flight = None
     for batch in iter_batches(votes, batch_size):
         tuples = [
             {
@@ -46,22 +51,39 @@ def run_engine(votes: Path, params: Params, batch_size: int, group_every: int) -
         ]
         engine.process("votes", batch.batch_id, tuples)
         if batch.batch_id % group_every == 0:
-            base.apply(engine.take_group())
+            if not pipelined:
+                base.apply(engine.take_group())
+                continue
+            if in_flight is not None:
+                base.apply(in_flight)
+                engine.committed()
+            in_flight = engine.take_group(in_flight=True)
+    if in_flight is not None:
+        base.apply(in_flight)
+        engine.committed()
     base.apply(engine.take_group())
     assert engine.group.aborts == []
     return result_document(base.tables)
 
 
 @pytest.mark.parametrize(
-    ("seed", "count", "params", "batch_size", "group_every"),
+    ("seed", "count", "params", "batch_size", "group_every", "pipelined"),
     [
-        (1, 6000, Params(contestants=12, threshold=1000, window=100, slide=1), 1, 37),
-        (2, 6000, Params(contestants=12, threshold=1000, window=100, slide=10), 10, 5),
-        (3, 30000, Params(contestants=50, threshold=5000, window=100, slide=10), 1, 500),
+        (1, 6000, Params(contestants=12, threshold=1000, window=100, slide=1), 1, 37, False),
+        (2, 6000, Params(contestants=12, threshold=1000, window=100, slide=10), 10, 5, False),
+        (3, 30000, Params(contestants=50, threshold=5000, window=100, slide=10), 1, 500, False),
+        (4, 6000, Params(contestants=12, threshold=1000, window=100, slide=1), 1, 37, True),
+        (5, 6000, Params(contestants=12, threshold=1000, window=100, slide=10), 10, 1, True),
     ],
 )
 def test_engine_agrees_with_reference(
-    tmp_path: Path, seed: int, count: int, params: Params, batch_size: int, group_every: int
+    tmp_path: Path,
+    seed: int,
+    count: int,
+    params: Params,
+    batch_size: int,
+    group_every: int,
+    pipelined: bool,
 ) -> None:
     votes = tmp_path / "votes.txt"
     write_votes_file(votes, count, contestants=params.contestants, seed=seed)
@@ -74,6 +96,6 @@ def test_engine_agrees_with_reference(
         slide=params.slide,
         batch_size=batch_size,
     )
-    got = run_engine(votes, params, batch_size, group_every)
+    got = run_engine(votes, params, batch_size, group_every, pipelined)
     assert got == {k: expected[k] for k in got}
     assert got["removed"], "the case must exercise removals"

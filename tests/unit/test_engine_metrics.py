@@ -36,3 +36,29 @@ def test_window_slides_are_counted_per_group() -> None:
         engine.process("votes", b, [vote])
     slides = engine.take_group().slides
     assert sum(slides.values()) == 3, slides  # 6 valid votes, a slide every 2
+
+
+def test_te_latencies_are_exposed_as_a_cumulative_prometheus_histogram() -> None:
+    from prometheus_client import generate_latest
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from txstream.observability.metrics import te_timer
+
+    observe = te_timer("hist-test")
+    for seconds in (0.00005, 0.0003, 0.0003, 0.02, 3.0):
+        observe("p", seconds)
+    families = text_string_to_metric_families(generate_latest().decode())
+    samples = {
+        (s.name, s.labels.get("le")): s.value
+        for f in families
+        if f.name == "txstream_te_seconds"
+        for s in f.samples
+        if s.labels.get("app") == "hist-test"
+    }
+    assert samples[("txstream_te_seconds_bucket", "0.0001")] == 1
+    assert samples[("txstream_te_seconds_bucket", "0.0005")] == 3
+    assert samples[("txstream_te_seconds_bucket", "0.025")] == 4
+    assert samples[("txstream_te_seconds_bucket", "2.5")] == 4
+    assert samples[("txstream_te_seconds_bucket", "+Inf")] == 5
+    assert samples[("txstream_te_seconds_count", None)] == 5
+    assert abs(samples[("txstream_te_seconds_sum", None)] - 3.02065) < 1e-9

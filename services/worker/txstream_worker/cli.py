@@ -30,8 +30,17 @@ def run(
     instance_id: str = typer.Option(
         "0", envvar="TXSTREAM_WORKER_ID", help="this worker's slot; unique among live workers"
     ),
-    commit_interval_ms: int = typer.Option(100, help="group commit interval"),
-    commit_max_batches: int = typer.Option(5000, help="group commit size limit"),
+    commit_interval_ms: int = typer.Option(
+        CommitPolicy.interval_ms,
+        envvar="TXSTREAM_COMMIT_INTERVAL_MS",
+        help="start a group commit once its oldest batch waited this long (and the commit "
+        "before it is done)",
+    ),
+    commit_max_batches: int = typer.Option(
+        CommitPolicy.max_batches,
+        envvar="TXSTREAM_COMMIT_MAX_BATCHES",
+        help="group commit size cap: processing waits for the commit in flight beyond it",
+    ),
     group_commit: bool = typer.Option(
         True, help="group many executions per commit; off: one commit per input batch"
     ),

@@ -1,5 +1,9 @@
 """Group commit: one Kafka transaction per group of TEs, then RocksDB.
 
+Steps 1-3 run on a commit thread of their own (`send`), so the engine goes on with the
+next group while the broker acknowledges and commits this one; step 4 (`finish`) runs back
+in the task's thread, which alone touches RocksDB. One commit is in flight at a time.
+
 The order is the whole of exactly-once here:
   1. produce the group's output batches, changelog records, aborts and commit notice;
   2. flush, so every record is acknowledged before the commit is asked for;
@@ -18,6 +22,8 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 
 from confluent_kafka import KafkaError, Message, Producer
 from fastavro.types import Schema
@@ -35,6 +41,15 @@ from txstream.state.committed import CommittedState
 
 class CommitError(RuntimeError):
     """The group could not be committed; the engine must restart from committed state."""
+
+
+@dataclass(frozen=True)
+class Sent:
+    """A group whose Kafka transaction committed: the writes RocksDB must now receive."""
+
+    writes: Mapping[bytes, bytes | None]
+    tables: frozenset[str]  # the tables written
+    next_log_offset: int  # -1 if the group wrote nothing to the recovery log
 
 
 class GroupCommitter:
@@ -63,9 +78,29 @@ class GroupCommitter:
         self.wire = wire
         self._last_log_offset = -1
         self._errors: list[KafkaError] = []
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"commit-p{partition}")
 
     def commit(self, group: Group, positions: Mapping[str, int]) -> None:
-        """Commit `group`, which leaves the inputs at `positions` (topic -> next offset)."""
+        """Commit `group`, which leaves the inputs at `positions` (topic -> next offset),
+        and wait until it is in RocksDB too."""
+        self.finish(self.send(group, positions))
+
+    def send(self, group: Group, positions: Mapping[str, int]) -> Future[Sent]:
+        """Steps 1-3 on the commit thread. The caller must `finish` it before the next send,
+        and must not change `group` meanwhile."""
+        return self._thread.submit(self._transact, group, positions)
+
+    def finish(self, sent: Future[Sent]) -> None:
+        """Wait for a sent group, then 4.: only now flush its state to RocksDB, with the
+        recovery log offset it reaches. Raises CommitError if the transaction failed."""
+        done = sent.result()
+        if done.next_log_offset >= 0:
+            self.state.apply(done.writes, done.next_log_offset, done.tables)
+
+    def close(self) -> None:
+        self._thread.shutdown(wait=True)
+
+    def _transact(self, group: Group, positions: Mapping[str, int]) -> Sent:
         writes = self.codec.encode_writes(group.ws)
         self._last_log_offset = -1
         self._errors = []
@@ -84,9 +119,8 @@ class GroupCommitter:
             raise
         except Exception as e:
             raise CommitError(f"group commit failed: {e}") from e
-        # 4. Only now flush the state to RocksDB, with the recovery log offset it reaches.
-        if self._last_log_offset >= 0:
-            self.state.apply(writes, self._last_log_offset + 1)
+        last = self._last_log_offset
+        return Sent(writes, frozenset(group.ws.tables), last + 1 if last >= 0 else -1)
 
     def _produce_all(
         self, group: Group, writes: Mapping[bytes, bytes | None], positions: Mapping[str, int]
@@ -96,8 +130,12 @@ class GroupCommitter:
             batch = self.batch_codecs[out.stream].encode(out.stream, out.batch_id, out.tuples)
             self._send(self.topics.stream(out.stream), batch, partition=p)
         if self.log_codec is None:
-            for key, value in writes.items():
-                self._send(self.topics.changelog, value, key=key, partition=p, track=True)
+            # Only the last changelog record reports back: records of one partition land in
+            # order, so its offset is the group's highest. A record that fails makes the
+            # transaction's commit fail, so the others need no callback of their own.
+            last = len(writes) - 1
+            for i, (key, value) in enumerate(writes.items()):
+                self._send(self.topics.changelog, value, key=key, partition=p, track=i == last)
         else:
             logged = self.log_codec.encode(group.journal, positions)
             self._send(self.topics.command_log, logged, partition=p, track=True)
@@ -130,12 +168,13 @@ class GroupCommitter:
         key: bytes | None = None,
         track: bool = False,
     ) -> None:
-        callback = self._on_log_delivery if track else self._on_delivery
-        send(self.producer, topic, value, key=key, partition=partition, on_delivery=callback)
-
-    def _on_delivery(self, err: KafkaError | None, msg: Message) -> None:
-        if err is not None:
-            self._errors.append(err)
+        """Produce into the open transaction; a record that fails fails its commit, so only
+        a `track`ed one (the recovery log's last) has a delivery callback, for its offset."""
+        if track:
+            send(self.producer, topic, value, key=key, partition=partition,
+                 on_delivery=self._on_log_delivery)  # fmt: skip
+        else:
+            send(self.producer, topic, value, key=key, partition=partition)
 
     def _on_log_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:

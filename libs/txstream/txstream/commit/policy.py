@@ -12,10 +12,15 @@ OLTP_GROUP_MS = 10
 class CommitPolicy:
     """Group commit: commit when `interval_ms` has passed or `max_batches` are pending.
 
+    One commit is in flight at a time, and processing goes on beside it: a group that
+    comes due meanwhile keeps growing until that commit is done (up to `max_batches`), so
+    under load the groups size themselves to the broker's round trips, and a short
+    interval costs latency nothing and throughput little.
+
     `CommitPolicy.off()` commits after every input batch and the TEs it triggered.
     """
 
-    interval_ms: int = 100
+    interval_ms: int = 10
     max_batches: int = 5000
 
     def __post_init__(self) -> None:

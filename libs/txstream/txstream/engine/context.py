@@ -26,32 +26,42 @@ def as_key(key: Key | int | str) -> Key:
 
 
 class TableView:
-    """One table as seen by one TE: reads see the TE's own writes first."""
+    """One table as seen by one TE: reads see the TE's own writes first.
 
-    __slots__ = ("_ctx", "_table")
+    Every procedure call goes through here, a few times per tuple, so the common path is
+    written flat: no guard, constraint or trigger costs more than a test when absent.
+    """
+
+    __slots__ = ("_ctx", "_name", "_table")
 
     def __init__(self, ctx: TxnContext, table: Table) -> None:
         self._ctx = ctx
         self._table = table
+        self._name = table.name
 
     def get(self, key: Key | int | str) -> Record | None:
-        k = as_key(key)
-        self._ctx.check(self._table.name, k)
-        return read(self._ctx.ws, self._ctx.base, self._table.name, k)
+        k = key if type(key) is tuple else (key,)
+        ctx = self._ctx
+        if ctx._guard is not None:
+            ctx._guard(self._name, k)
+        return read(ctx.ws, ctx.base, self._name, k)
 
     def put(self, key: Key | int | str, value: Record) -> None:
-        k = as_key(key)
-        self._ctx.check(self._table.name, k)
+        k = key if type(key) is tuple else (key,)
+        ctx, name = self._ctx, self._name
+        if ctx._guard is not None:
+            ctx._guard(name, k)
         for c in self._table.constraints:
             if not c.check(value):
-                raise ConstraintViolation(self._table.name, c.name, k)
-        self._ctx.ws.put(self._table.name, k, dict(value))
-        self._ctx.fire_insert(self._table.name, value)
+                raise ConstraintViolation(name, c.name, k)
+        ctx.ws.put(name, k, dict(value))
+        if name in ctx._insert_triggers:
+            ctx.fire_insert(name, value)
 
     def delete(self, key: Key | int | str) -> None:
         k = as_key(key)
-        self._ctx.check(self._table.name, k)
-        self._ctx.ws.put(self._table.name, k, TOMBSTONE)
+        self._ctx.check(self._name, k)
+        self._ctx.ws.put(self._name, k, TOMBSTONE)
 
     def scan(self, prefix: Key | int | str = ()) -> Iterator[tuple[Key, Record]]:
         """Rows whose key starts with `prefix`, in key order (materialized; safe to write)."""

@@ -106,10 +106,17 @@ class PartitionEngine:
         """The next offset to read on `topic` for this partition, as of the group."""
         return self.sys_value(position_key(topic, self.partition)) or 0
 
-    def take_group(self) -> Group:
-        """Hand the accumulated group to the commit path and start a new one."""
-        group, self.group = self.group, Group()
+    def take_group(self, in_flight: bool = False) -> Group:
+        """Hand the accumulated group to the commit path and start a new one. A group
+        taken `in_flight` is not in the base yet: the new one reads through its writes
+        until `committed` says they are."""
+        group = self.group
+        self.group = Group(WriteSet(group.ws)) if in_flight else Group()
         return group
+
+    def committed(self) -> None:
+        """The group taken last is in the base store: stop reading through it."""
+        self.group.ws.parent = None
 
     def sys_value(self, key: tuple[str, str, int]) -> int | None:
         row = read(self.group.ws, self.base, SYS_TABLE, key)

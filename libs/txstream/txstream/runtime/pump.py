@@ -35,16 +35,20 @@ class TaskPump:
         )
 
     def step(self, max_records: int = 500, timeout_s: float = 0.05) -> list[CommitInfo]:
-        """Process what is available, committing whenever a group is due (after any record,
-        so the commit policy holds however many records one poll returns)."""
-        first = self.consumer.poll(timeout_s)
+        """Process what is available, starting a commit whenever a group is due (after any
+        record, so the commit policy holds however many records one poll returns).
+        Returns the commits that finished meanwhile."""
+        first = self.consumer.poll(self.task.idle_wait(timeout_s))
         msgs = [] if first is None else [first, *self.consumer.consume(max_records - 1, 0)]
         records = [
             (topic, msg.offset() or 0, msg.value())
             for msg in msgs
             if msg.error() is None and (topic := msg.topic()) is not None
         ]
-        return [self.task.commit() for _ in self.task.run(records)]
+        finished = self.task.finish_commit()
+        for _ in self.task.run(records):
+            finished += self.task.start_commit()
+        return finished + self.task.finish_commit()
 
     def lag(self) -> dict[str, int]:
         """Input records not yet processed, by topic, from the high watermarks librdkafka

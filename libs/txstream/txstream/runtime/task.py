@@ -13,6 +13,8 @@ import logging
 import time
 from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +22,7 @@ from confluent_kafka import Producer
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from txstream import failpoints
-from txstream.commit.group_commit import GroupCommitter
+from txstream.commit.group_commit import GroupCommitter, Sent
 from txstream.commit.policy import OLTP_GROUP_MS, CommitPolicy
 from txstream.config import Settings
 from txstream.engine.group import Group
@@ -52,6 +54,15 @@ from txstream.state.store import (
 log = logging.getLogger(__name__)
 
 STORE_LOCK_WAIT_S = 60.0
+# While a commit is in flight the delivery loop looks back this often, to start the next.
+IN_FLIGHT_POLL_S = 0.001
+
+
+@dataclass(frozen=True)
+class _InFlight:
+    group: Group
+    sent: Future[Sent]
+    started: float
 
 
 class PartitionTask:
@@ -91,6 +102,7 @@ class PartitionTask:
         self._abort_schema = registry.get("txstream.AbortRecord")
         self._notice_schema = registry.get("txstream.CommitNotice")
         self._group_started = 0.0
+        self._in_flight: _InFlight | None = None
         self._since_snapshot = 0
         self._snapshot_at = time.monotonic()
 
@@ -246,35 +258,75 @@ class PartitionTask:
             self._group_started = time.monotonic()
 
     def commit_due(self, end_of_run: bool = False) -> bool:
-        """Whether to commit now; `end_of_run` when the records at hand are all handled,
-        which is when a waiting 2PC vote is committed (votes in one run share a commit)."""
+        """Whether to start a commit now; `end_of_run` when the records at hand are all
+        handled, which is when a waiting 2PC vote is committed (votes in one run share a
+        commit). While one commit is in flight the group grows until that one is done, or
+        until the size cap, so under load groups grow to fill the commit's round trips."""
         group = self.engine.group
         if group.empty:
             return False
         if end_of_run and group.urgent:
             return True
+        full = group.batches >= self.policy.max_batches
+        if self._in_flight is not None and not self._in_flight.sent.done():
+            return full
         elapsed_ms = (time.monotonic() - self._group_started) * 1000
         # A client waits on each OLTP reply: such a group waits at most OLTP_GROUP_MS.
         wait_ms = self.policy.interval_ms
         if group.replies:
             wait_ms = min(wait_ms, OLTP_GROUP_MS)
-        return group.batches >= self.policy.max_batches or elapsed_ms >= wait_ms
+        return full or elapsed_ms >= wait_ms
+
+    def idle_wait(self, longest_s: float) -> float:
+        """How long the delivery loop may wait for input before the task needs it back:
+        not past the pending group's commit, nor long after the commit in flight is done."""
+        if self._in_flight is not None:
+            return min(longest_s, IN_FLIGHT_POLL_S)
+        if self.engine.group.empty:
+            return longest_s
+        due_s = self.policy.interval_ms / 1000 - (time.monotonic() - self._group_started)
+        return min(longest_s, max(due_s, 0.0))
 
     def commit(self) -> dict[str, Any]:
-        """Commit the pending group, if any; returns its counts for metrics and progress."""
-        if self.engine.group.empty:
-            return {"batches": 0}
-        positions = self.positions()  # read through the group, so before it is taken
-        group = self.engine.take_group()
-        started = time.monotonic()
-        self.committer.commit(group, positions)
-        self._count(group, time.monotonic() - started)
+        """Commit the pending group and wait: all processed so far is committed, in Kafka
+        and in RocksDB, when it returns. Returns the counts of the last group committed."""
+        infos = self.start_commit()
+        infos += self.finish_commit(wait=True)
+        return infos[-1] if infos else {"batches": 0}
+
+    def start_commit(self) -> list[dict[str, Any]]:
+        """Send the pending group to Kafka, after the commit in flight (waited for) is
+        done; processing may go on meanwhile. Returns what that wait finished."""
+        done = self.finish_commit(wait=True)
+        if not self.engine.group.empty:
+            positions = self.positions()  # read through the group, so before it is taken
+            group = self.engine.take_group(in_flight=True)
+            sent = self.committer.send(group, positions)
+            self._in_flight = _InFlight(group, sent, time.monotonic())
+        return done
+
+    def finish_commit(self, wait: bool = False) -> list[dict[str, Any]]:
+        """Finish the commit in flight if it is done (or, with `wait`, once it is): its
+        state into RocksDB, then metrics and any snapshot due. Returns its counts."""
+        flight = self._in_flight
+        if flight is None or not (wait or flight.sent.done()):
+            return []
+        self._in_flight = None
+        try:
+            self.committer.finish(flight.sent)
+        except StateStoreCorruption:
+            self._drop_store()
+            raise
+        self.engine.committed()
+        group = flight.group
+        self._count(group, time.monotonic() - flight.started)
         if any(r.kind == "vote" for r in group.replies):
             failpoints.hit("engine.after_vote")
         self._since_snapshot += group.batches
         if self._snapshot_due():
             self.snapshot()
-        return {"batches": group.batches, "aborts": len(group.aborts), "last": group.last_batch_ids}
+        return [{"batches": group.batches, "aborts": len(group.aborts),
+                 "last": group.last_batch_ids}]  # fmt: skip
 
     def _count(self, group: Group, seconds: float) -> None:
         """Metrics of a committed group: exact, since it is committed only once."""
@@ -318,6 +370,9 @@ class PartitionTask:
         )
 
     def close(self) -> None:
+        """Close after `commit`; a commit still in flight (after a failure) is let end,
+        not applied: RocksDB is only a cache of the log, and the restart replays it."""
+        self.committer.close()
         self.store.close()
         self.producer.flush(5)
 

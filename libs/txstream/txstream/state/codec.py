@@ -64,6 +64,11 @@ class StateCodec:
         }
         self.tables[SYS_TABLE] = SYS_SCHEMA
         self.tables[PREPARED_TABLE] = PREPARED_SCHEMA
+        # A record of no fields (a set's membership rows) is zero bytes in Avro.
+        self.empty_rows = {
+            t: isinstance(s, dict) and s.get("type") == "record" and not s.get("fields")
+            for t, s in self.tables.items()
+        }
         self.windows: dict[str, Schema] = {
             w.name: parse_schema(win.state_schema(_record(registry.get(w.schema))))
             for w in decl.windows.values()
@@ -96,8 +101,13 @@ class StateCodec:
         out: dict[bytes, bytes | None] = {}
         for table, rows in ws.tables.items():
             schema = self.tables[table]
+            head = encode_key((table,))  # parts are self-delimiting: keys concatenate
+            empty = self.empty_rows[table]
             for k, v in rows.items():
-                out[encode_key((table, *k))] = None if v is TOMBSTONE else encode_record(schema, v)
+                if v is TOMBSTONE:
+                    out[head + encode_key(k)] = None
+                else:
+                    out[head + encode_key(k)] = b"" if empty else encode_record(schema, v)
         for name, state in ws.windows.items():
             out[self.window_key(name)] = self.encode_window(name, state)
         return out

@@ -1,13 +1,17 @@
 """The committed state the engine reads through: RocksDB, decoded, with a read cache.
 
 It changes only in `apply`, after Kafka has committed the group that produced the writes,
-so the cache can never hold an uncommitted value. Each apply records how far into the
+so the caches can never hold an uncommitted value. Each apply records how far into the
 recovery log (the changelog, or the command log) the stored state reaches.
+
+Besides rows, small scans are cached, decoded: a procedure or trigger that scans a table
+on every batch (a leaderboard's trending counts) then decodes it once per group commit,
+not once per batch. Their rows are shared, so callers copy before changing one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 from txstream.engine.windows import WindowState
 from txstream.model.declarations import Key, Record
@@ -15,6 +19,8 @@ from txstream.state.codec import StateCodec
 from txstream.state.store import StateStore
 
 _ABSENT = object()
+SCAN_CACHE_ROWS = 10_000  # a longer scan is decoded from RocksDB each time
+SCAN_CACHE_ENTRIES = 1_000
 
 
 class CommittedState:
@@ -30,6 +36,8 @@ class CommittedState:
         self.log = log
         self._cache: dict[bytes, object] = {}
         self._cache_size = cache_size
+        self._scans: dict[tuple[str, Key], list[tuple[Key, Record]]] = {}
+        self._scanned: set[str] = set()  # tables with cached scans
 
     def get(self, table: str, key: Key) -> Record | None:
         kb = self.codec.key(table, key)
@@ -41,9 +49,19 @@ class CommittedState:
         return None if row is None else dict(row)  # type: ignore[call-overload]
 
     def scan(self, table: str, prefix: Key) -> Iterator[tuple[Key, Record]]:
+        cached = self._scans.get((table, prefix))
+        if cached is not None:
+            return iter(cached)
+        rows = []
         for kb, data in self.store.scan(self.codec.prefix(table, prefix)):
             _, k = self.codec.describe(kb)
-            yield k, self.codec.decode_row(table, data)
+            rows.append((k, self.codec.decode_row(table, data)))
+        if len(rows) <= SCAN_CACHE_ROWS:
+            if len(self._scans) >= SCAN_CACHE_ENTRIES:
+                self._scans.clear()
+            self._scans[(table, prefix)] = rows
+            self._scanned.add(table)
+        return iter(rows)
 
     def window(self, name: str) -> WindowState | None:
         kb = self.codec.window_key(name)
@@ -58,11 +76,22 @@ class CommittedState:
         """The next log offset to apply: everything before it is in RocksDB."""
         return self.store.offset(self.log) or 0
 
-    def apply(self, writes: Mapping[bytes, bytes | None], next_offset: int) -> None:
-        """Make a committed group's writes durable here, with the log position reached."""
+    def apply(
+        self,
+        writes: Mapping[bytes, bytes | None],
+        next_offset: int,
+        tables: Iterable[str] | None = None,
+    ) -> None:
+        """Make a committed group's writes durable here, with the log position reached.
+        `tables` names the tables written, if known: cached scans of the others stay."""
         self.store.apply(writes, {self.log: next_offset})
         for kb in writes:
             self._cache.pop(kb, None)
+        touched = self._scanned if tables is None else self._scanned.intersection(tables)
+        for table in touched:
+            for entry in [e for e in self._scans if e[0] == table]:
+                del self._scans[entry]
+        self._scanned -= touched
 
     def _remember(self, kb: bytes, value: object) -> None:
         if len(self._cache) >= self._cache_size:
