@@ -40,14 +40,14 @@ class TableView:
         self._name = table.name
 
     def get(self, key: Key | int | str) -> Record | None:
-        k = key if type(key) is tuple else (key,)
+        k = key if isinstance(key, tuple) else (key,)
         ctx = self._ctx
         if ctx._guard is not None:
             ctx._guard(self._name, k)
         return read(ctx.ws, ctx.base, self._name, k)
 
     def put(self, key: Key | int | str, value: Record) -> None:
-        k = key if type(key) is tuple else (key,)
+        k = key if isinstance(key, tuple) else (key,)
         ctx, name = self._ctx, self._name
         if ctx._guard is not None:
             ctx._guard(name, k)
