@@ -113,10 +113,13 @@ bench: up peers-venv
 	  --recovery-batches 5000 --out build/bench/recovery_bench.json --figures build/bench
 	$(BIN)/python bench/bank_bench.py --accounts 100000 --transfers 1000 --out build/bench/bank_bench.json
 	$(BIN)/python bench/etl_bench.py --votes 20000 --rate 1000
+	$(BIN)/python -m bench.commit_sweep --intervals 5,10,20 --sizes 1,10 --batches 8000 \
+	  --figures build/bench
 
 bench-full: up peers-venv
 	$(BIN)/python -m bench.leaderboard_peers --votes 100000 --latency --latency-seconds 20
 	$(BIN)/python bench/leaderboard_bench.py --votes 20000 --profile
+	$(BIN)/python -m bench.commit_sweep
 	$(BIN)/python bench/trigger_chains_bench.py --batches 50000 --pg-batches 10000
 	$(BIN)/python bench/sequencer_bench.py --events 50000
 	$(BIN)/python bench/recovery_bench.py --batches 5000 --batches-off 100 --recovery-batches 5000,50000

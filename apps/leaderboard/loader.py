@@ -57,15 +57,20 @@ class Loader:
         self.producer.commit_transaction()
 
     def load_votes(
-        self, votes: Path, batch_size: int, progress: Callable[[int], None] | None = None
+        self,
+        votes: Path,
+        batch_size: int,
+        progress: Callable[[int], None] | None = None,
+        commit_every: int = 10_000,
     ) -> int:
-        """Every batch of the file, committed in transactions of up to 10,000 batches."""
+        """Every batch of the file, committed in transactions of `commit_every` batches;
+        `progress` is told the last batch id of each."""
         last = 0
         self.producer.begin_transaction()
         for batch in iter_batches(votes, batch_size):
             self._send("votes", batch.batch_id, [dataclasses.asdict(v) for v in batch.votes])
             last = batch.batch_id
-            if last % 10_000 == 0:
+            if last % commit_every == 0:
                 self.producer.commit_transaction()
                 if progress is not None:
                     progress(last)

@@ -24,7 +24,7 @@ from tests.faults.worker_run import LeaderboardWorker
 from txstream.config import Settings
 from txstream.model.declarations import RecoveryMode
 
-VOTES = scaled(3000, 12_000)
+VOTES = scaled(6000, 12_000)
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_damaged_store_is_rebuilt_to_the_reference_result(
     settings: Settings, tmp_path: Path, mode: RecoveryMode, damage: str, seed: int
 ) -> None:
     run = LeaderboardWorker(settings, tmp_path, mode, VOTES, seed)
-    first = run.start()
+    first = run.start_paced(rate=VOTES / 6)  # loading takes ~6 s; the worker keeps up
     run.wait_for(first, run.rng.randrange(run.last // 3, run.last * 2 // 3))
     first.kill()
     what = damage_store(run.state_dir, damage, run.rng)

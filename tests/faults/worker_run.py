@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import random
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
@@ -13,6 +15,7 @@ from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
+from leaderboard.votes_file import validate_votes_file
 from tests.integration.sequencer_driver import unique, wait_until
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
@@ -39,6 +42,8 @@ class LeaderboardWorker:
         self.loader = Loader(settings, self.app)
         self.loader.load_reference_data()
         self.last = 0
+        self._loading: threading.Thread | None = None
+        self._load_error: BaseException | None = None
         self.rng = random.Random(seed)
         self.mode = mode
         settings.log_dir.mkdir(parents=True, exist_ok=True)
@@ -57,6 +62,30 @@ class LeaderboardWorker:
         """The first incarnation, unsupervised, to be SIGKILLed by the test."""
         proc = ServiceProcess(self.settings, self.args(), self.log)
         self.load_votes(proc.alive, before_load)
+        return proc
+
+    def start_paced(self, rate: float) -> ServiceProcess:
+        """The first incarnation, fed about `rate` batches/s from a thread: the worker runs
+        faster than that, so a kill at any batch before the last lands while votes are still
+        arriving, and the next incarnation has work left after it rebuilt its state."""
+        proc = ServiceProcess(self.settings, self.args(), self.log)
+        wait_for_batches(self.settings, self.commits, {"contestant_rows": 1, "area_code_rows": 1},
+                         120, proc.alive)  # fmt: skip
+        self.last = validate_votes_file(self.votes)  # one vote per batch
+        every = 100
+        began = time.monotonic()
+
+        def pace(last: int) -> None:  # rate-limits the input; waits for no condition
+            time.sleep(max(0.0, began + last / rate - time.monotonic()))
+
+        def load() -> None:
+            try:
+                self.loader.load_votes(self.votes, 1, progress=pace, commit_every=every)
+            except BaseException as e:  # re-raised in the test's thread, by run_to_end
+                self._load_error = e
+
+        self._loading = threading.Thread(target=load, name="paced-votes")
+        self._loading.start()
         return proc
 
     def load_votes(
@@ -82,6 +111,10 @@ class LeaderboardWorker:
         The first incarnation may have committed every batch before it was killed; without
         the wait for recovery the test would stop the next one before it rebuilt anything.
         """
+        if self._loading is not None:
+            self._loading.join()
+            if self._load_error is not None:
+                raise self._load_error
         since = self.log.stat().st_size if self.log.exists() else 0
         worker = self.supervised()
         worker.start()

@@ -25,7 +25,13 @@ from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv, free_port
 from tests.integration.bank_cluster import BankCluster
 from tests.integration.leaderboard_driver import new_app
-from tests.integration.panels import panel_exprs, panels_without_data, wait_until_serving
+from tests.integration.panels import (
+    addresses,
+    panel_exprs,
+    panels_without_data,
+    wait_until_scraped,
+    wait_until_serving,
+)
 from tests.integration.sequencer_driver import SequencerProcess, produce_events, write_config
 from tests.service_process import ServiceProcess
 from txstream.config import Settings
@@ -93,9 +99,13 @@ def run_bank(cluster: BankCluster, prometheus: PrometheusServer) -> None:
         c = cluster.account_on(0)
         d = cluster.account_on(0)
         cluster.open(client, a, b, c, d)
-        for _ in range(5):
+        for n in range(5):
             assert BankCluster.transfer(client, a, b, 1).ok  # 2PC
             assert BankCluster.transfer(client, c, d, 1).ok  # one engine
+            if n == 0:
+                # A latency quantile needs its histogram to grow between two scrapes: the
+                # engine is fast enough to run the whole workload between two otherwise.
+                wait_until_scraped(prometheus, addresses(cluster.settings), time.time())
         overdraft = BankCluster.transfer(client, a, b, 10_000)
         assert not overdraft.ok and overdraft.reason == "constraint_violation", overdraft
         cluster.payroll(0, 1, [(c, d, 5)])
