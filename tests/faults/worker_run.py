@@ -69,8 +69,7 @@ class LeaderboardWorker:
         faster than that, so a kill at any batch before the last lands while votes are still
         arriving, and the next incarnation has work left after it rebuilt its state."""
         proc = ServiceProcess(self.settings, self.args(), self.log)
-        wait_for_batches(self.settings, self.commits, {"contestant_rows": 1, "area_code_rows": 1},
-                         120, proc.alive)  # fmt: skip
+        self.wait_for_reference(proc.alive)
         self.last = validate_votes_file(self.votes)  # one vote per batch
         every = 100
         began = time.monotonic()
@@ -92,10 +91,13 @@ class LeaderboardWorker:
         self, alive: Callable[[], bool], before_load: Callable[[], None] = lambda: None
     ) -> None:
         """As a user's client would: the votes, once the reference data is committed."""
-        reference = {"contestant_rows": 1, "area_code_rows": 1}
-        wait_for_batches(self.settings, self.commits, reference, 120, alive)
+        self.wait_for_reference(alive)
         before_load()
         self.last = self.loader.load_votes(self.votes, batch_size=1)
+
+    def wait_for_reference(self, alive: Callable[[], bool]) -> None:
+        reference = {"contestant_rows": 1, "area_code_rows": 1}
+        wait_for_batches(self.settings, self.commits, reference, 120, alive)
 
     def supervised(self) -> Supervised:
         return Supervised("worker", [TXSTREAM, *self.args()], self.settings,

@@ -80,14 +80,10 @@ class GroupCommitter:
         self._errors: list[KafkaError] = []
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"commit-p{partition}")
 
-    def commit(self, group: Group, positions: Mapping[str, int]) -> None:
-        """Commit `group`, which leaves the inputs at `positions` (topic -> next offset),
-        and wait until it is in RocksDB too."""
-        self.finish(self.send(group, positions))
-
     def send(self, group: Group, positions: Mapping[str, int]) -> Future[Sent]:
-        """Steps 1-3 on the commit thread. The caller must `finish` it before the next send,
-        and must not change `group` meanwhile."""
+        """Steps 1-3 on the commit thread for `group`, which leaves the inputs at
+        `positions` (topic -> next offset). The caller must `finish` it before the next
+        send, and must not change `group` meanwhile."""
         return self._thread.submit(self._transact, group, positions)
 
     def finish(self, sent: Future[Sent]) -> None:

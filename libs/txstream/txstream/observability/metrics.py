@@ -110,13 +110,14 @@ class TeLatency(Collector):
         for labels, live in list(self._counts.items()):
             counts = list(live)
             cumulative, total = [], 0.0
-            for bound, n in zip((*_LATENCY_BUCKETS, float("inf")), counts, strict=False):
+            for le, n in zip(_LE_LABELS, counts, strict=False):
                 total += n
-                cumulative.append(("+Inf" if bound == float("inf") else str(bound), total))
+                cumulative.append((le, total))
             family.add_metric(list(labels), cumulative, counts[-1])
         yield family
 
 
+_LE_LABELS = (*map(str, _LATENCY_BUCKETS), "+Inf")
 TE_SECONDS = TeLatency()
 REGISTRY.register(TE_SECONDS)
 

@@ -101,7 +101,7 @@ class StateCodec:
         out: dict[bytes, bytes | None] = {}
         for table, rows in ws.tables.items():
             schema = self.tables[table]
-            head = encode_key((table,))  # parts are self-delimiting: keys concatenate
+            head = self.prefix(table, ())  # parts are self-delimiting: keys concatenate
             empty = self.empty_rows[table]
             for k, v in rows.items():
                 if v is TOMBSTONE:

@@ -37,7 +37,6 @@ class CommittedState:
         self._cache: dict[bytes, object] = {}
         self._cache_size = cache_size
         self._scans: dict[tuple[str, Key], list[tuple[Key, Record]]] = {}
-        self._scanned: set[str] = set()  # tables with cached scans
 
     def get(self, table: str, key: Key) -> Record | None:
         kb = self.codec.key(table, key)
@@ -60,7 +59,6 @@ class CommittedState:
             if len(self._scans) >= SCAN_CACHE_ENTRIES:
                 self._scans.clear()
             self._scans[(table, prefix)] = rows
-            self._scanned.add(table)
         return iter(rows)
 
     def window(self, name: str) -> WindowState | None:
@@ -87,11 +85,12 @@ class CommittedState:
         self.store.apply(writes, {self.log: next_offset})
         for kb in writes:
             self._cache.pop(kb, None)
-        touched = self._scanned if tables is None else self._scanned.intersection(tables)
-        for table in touched:
-            for entry in [e for e in self._scans if e[0] == table]:
-                del self._scans[entry]
-        self._scanned -= touched
+        if tables is None:
+            self._scans.clear()
+            return
+        touched = set(tables)
+        for entry in [e for e in self._scans if e[0] in touched]:
+            del self._scans[entry]
 
     def _remember(self, kb: bytes, value: object) -> None:
         if len(self._cache) >= self._cache_size:
