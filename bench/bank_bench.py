@@ -22,13 +22,11 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka.admin import AdminClient
 from machine_info import machine, machine_text
 
 from bank.run import BankConfig, BankReport, BankRun
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import common_config
 from txstream.stack.stack import Stack
 
 TSPOON_PER_S = 8580  # 50 cores, PL3
@@ -53,8 +51,8 @@ def run_one(settings: Settings, args: argparse.Namespace, mix: str) -> BankRepor
         return BankRun(config, settings).run()
     finally:
         if not args.keep_topics:
-            mine = [t for t in TopicAdmin(settings).list_topics() if t.startswith(f"{name}.")]
-            AdminClient(common_config(settings)).delete_topics(mine, operation_timeout=30)
+            admin = TopicAdmin(settings)
+            admin.delete_topics(t for t in admin.list_topics() if t.startswith(f"{name}."))
 
 
 def row(mix: str, r: BankReport) -> dict[str, Any]:

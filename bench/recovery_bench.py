@@ -35,8 +35,6 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import KafkaException
-from confluent_kafka.admin import AdminClient
 from machine_info import machine
 from recovery_figures import MODES, Recovery, Throughput, plot_recovery, plot_throughput, tables
 from rich.console import Console
@@ -53,7 +51,7 @@ from chain.dataflow import build_app
 from chain.load import load_batches
 from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
-from txstream.kafka.clients import common_config
+from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.declarations import RecoveryMode
@@ -113,13 +111,10 @@ def delete_topics(settings: Settings, app: App) -> None:
     topics = AppTopics(app.name)
     names = [topics.stream(s) for s in app.decl.streams]
     names += [topics.changelog, topics.command_log, topics.aborts, topics.commits]
-    admin = AdminClient(common_config(settings))
-    for name, future in admin.delete_topics(names, operation_timeout=30).items():
-        try:
-            future.result()
-        except KafkaException as e:
-            if "UNKNOWN_TOPIC" not in str(e):  # the cmdlog or changelog may never exist
-                print(f"warning: could not delete topic {name}: {e}", file=sys.stderr)
+    try:
+        TopicAdmin(settings).delete_topics(names)
+    except KafkaAdminError as e:
+        print(f"warning: {e}", file=sys.stderr)
 
 
 def feed(

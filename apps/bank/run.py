@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future
+from concurrent.futures import FIRST_COMPLETED, Future, wait
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -247,7 +247,7 @@ class BankRun:
         rng = random.Random(c.seed)
         pair = self._pairs(rng)
         kills = _kill_plan(c, services)
-        pending: list[tuple[Future[TxnResult], tuple[int, int, int]]] = []
+        pending: dict[Future[TxnResult], tuple[int, int, int]] = {}
         sent = done = 0
         while done < c.transfers:
             while sent < c.transfers and len(pending) < c.in_flight:
@@ -257,19 +257,23 @@ class BankRun:
                     fragment(a, "debit", account=a, amount=amount),
                     fragment(b, "credit", account=b, amount=amount),
                 ]
-                pending.append((client.submit(moves), (a, b, amount)))
+                pending[client.submit(moves)] = (a, b, amount)
                 sent += 1
-            head, (a, b, amount) = pending.pop(0)
-            try:
-                result = client.wait(head)
-            except OltpTimeout:
-                self.report.unknown += 1
-            else:
+            # Results are taken as they come, so one slow transfer does not hold the others'
+            # places; the coordinator answers every request by its timeout, this covers its
+            # absence: whatever is still pending then has an unknown outcome.
+            finished, _ = wait(pending, c.timeout_s + 30, FIRST_COMPLETED)
+            for future in finished or list(pending):
+                a, b, amount = pending.pop(future)
+                done += 1
+                if not future.done():
+                    self.report.unknown += 1
+                    continue
+                result = future.result()
                 self._count(result)
                 if result.ok:
                     self.deltas[a] -= amount
                     self.deltas[b] += amount
-            done += 1
             progress(done, c.transfers)
             while kills and kills[0][0] <= done:
                 _, service = kills.pop(0)

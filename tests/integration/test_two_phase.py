@@ -93,7 +93,7 @@ def test_coordinator_crash_after_decision_commits_on_restart(
         cluster.open(client, a, b)
         result = cluster.transfer(client, a, b, 30)
         assert result.ok, result  # the decision, and the client's result, are logged
-        assert coordinator[0].wait_exit(60) == KILLED  # before any COMMIT was sent
+        assert coordinator[0].wait_exit(60) == KILLED  # before any participant acknowledged
         coordinator.append(cluster.coordinator())
         wait_for_text(coordinator[1].log, "1 in doubt", 30)
         assert (cluster.balance(client, a), cluster.balance(client, b)) == (70, 130)

@@ -1,10 +1,9 @@
 """The coordinator's decisions, as a state machine with no I/O (the runtime does Kafka).
 
 Each input (a client request, an engine reply, the passing of time, the log read at start)
-yields `Actions`. The runtime makes them durable in this order, which is the protocol:
-  1. one Kafka transaction: log records, engine requests, client results, input offsets;
-  2. only then a second one with the decisions, so no COMMIT is ever sent for a
-     transaction whose decision is not already in the coordinator log.
+yields `Actions`. The runtime makes them durable in one Kafka transaction (log records,
+engine requests, client results, decisions, input offsets), so no participant ever sees a
+COMMIT whose decision is not in the coordinator log.
 A 2PC transaction's BEGIN (naming its participants) commits with its PREPAREs, so after a
 crash the log lists every transaction that may be in doubt: undecided ones are aborted,
 decided ones not acknowledged by every participant get their decision again.

@@ -131,7 +131,11 @@ class CoordinatorService:
             return Actions()
 
     def _flush(self, acts: Actions, force: bool = False) -> None:
-        """Two Kafka transactions: everything but the decisions, then the decisions."""
+        """One Kafka transaction for the step: log records, engine requests, client results,
+        decisions and input offsets. A decision reaches participants only with the log
+        record that makes it durable, atomically; a restarted coordinator's
+        `init_transactions` completes a transaction the crash left committing before it
+        reads the log, so it never misses a decision a participant has seen."""
         if not acts and not self._offsets and not force:
             return
         p = self.producer
@@ -145,6 +149,11 @@ class CoordinatorService:
             send(p, self.topics.requests, self.wire.encode(req), partition=part)
         for reply_to, result in acts.results:
             send(p, reply_to, self.wire.encode(result), key=result.request_id.encode(), partition=0)
+        for part, d in acts.decisions:
+            if failpoints.hit("coordinator.drop_decision"):
+                log.warning("failpoint: dropping the decision on %s to %d", d.txn_id, part)
+                continue
+            send(p, self.topics.decisions, self.wire.encode(d), partition=part)
         if self._offsets:
             offsets = [TopicPartition(t, 0, o) for t, o in self._offsets.items()]
             p.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
@@ -155,14 +164,6 @@ class CoordinatorService:
             failpoints.hit("coordinator.after_prepare")
         if "decision" in kinds:
             failpoints.hit("coordinator.after_decision")
-        if acts.decisions:
-            p.begin_transaction()
-            for part, d in acts.decisions:
-                if failpoints.hit("coordinator.drop_decision"):
-                    log.warning("failpoint: dropping the decision on %s to %d", d.txn_id, part)
-                    continue
-                send(p, self.topics.decisions, self.wire.encode(d), partition=part)
-            p.commit_transaction(60)
 
     def close(self) -> None:
         self.consumer.close()

@@ -8,7 +8,7 @@ timeout, so an unreachable cluster is reported as such, naming the address.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -176,6 +176,21 @@ class TopicAdmin:
         tp = TopicPartition(name, partition, before)
         futures = self._client.delete_records([tp], request_timeout=self.timeout_s)
         self._result(futures[tp], f"delete records of {name}[{partition}] before {before}")
+
+    def delete_topics(self, names: Iterable[str]) -> None:
+        """Delete topics and wait until the broker has; one already gone is no error."""
+        names = list(names)
+        if not names:
+            return
+        futures = self._client.delete_topics(names, operation_timeout=self.timeout_s)
+        for name, future in futures.items():
+            try:
+                self._result(future, f"delete topic {name}")
+            except KafkaAdminError as e:
+                if not isinstance(e.__cause__, KafkaException) or (
+                    _code(e.__cause__) != KafkaError.UNKNOWN_TOPIC_OR_PART
+                ):
+                    raise
 
     def _topic(self, name: str) -> TopicMetadata:
         topic = self._metadata().topics.get(name)

@@ -7,7 +7,7 @@ user's free-form values, while everything the protocol itself reads is typed.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, TypeVar
 
 from fastavro.types import Schema
@@ -81,7 +81,14 @@ class Message:
     schema_name: ClassVar[str]
 
     def record(self) -> dict[str, Any]:
-        return asdict(self)  # type: ignore[call-overload, no-any-return]
+        """The fields as Avro takes them; a shallow copy, since `asdict`'s deep copy cost
+        the coordinator a third of its time."""
+        out = dict(self.__dict__)
+        if "fragments" in out:
+            out["fragments"] = [f.__dict__ for f in out["fragments"]]
+        if out.get("query") is not None:
+            out["query"] = out["query"].__dict__
+        return out
 
     @classmethod
     def from_record(cls: type[M], record: dict[str, Any]) -> M:
