@@ -125,6 +125,17 @@ def test_topics_create_refuses_an_existing_topic(
         admin(kafka).create_topic(topic)
 
 
+def test_delete_topics_waits_until_they_are_gone(
+    kafka: KafkaEnv, new_topic: Callable[..., str]
+) -> None:
+    names = [new_topic("del-a"), new_topic("del-b")]
+    topics = admin(kafka)
+    topics.delete_topics([*names, "no-such-topic-to-delete"])  # one already gone is no error
+    assert not set(names) & set(topics.list_topics())
+    with pytest.raises(TopicNotFoundError):
+        topics.describe_topic(names[0])
+
+
 def test_topics_create_names_a_bad_config(env: dict[str, str]) -> None:
     name = f"cli-badcfg-{uuid.uuid4().hex[:8]}"
     malformed = run(env, "topics", "create", name, "--config", "retention.ms")
