@@ -36,6 +36,7 @@ from txstream.kafka.clients import (
     send,
 )
 from txstream.kafka.topics import AppTopics
+from txstream.runtime.heap import freeze_startup_objects
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.supervisor import Policy, Supervised
@@ -101,6 +102,9 @@ def measure_level(
     producer.list_topics(topics.stream("votes"), timeout=30)
     try:
         wait_for_batches(settings, topics.commits, {"contestant_rows": 1}, 120, alive)
+        # The votes in memory, frozen: else this process's own full collections (50 ms and
+        # more, walking them all) stall the sender and the reader and count as latency.
+        freeze_startup_objects()
         latencies, span = _paced(producer, settings, loader, topics, batches, rate)
     finally:
         worker.stop()

@@ -13,6 +13,7 @@ from txstream.client import TxClient
 from txstream.config import Settings
 from txstream.model.app import load_app
 from txstream.observability.targets import serve_metrics
+from txstream.runtime.heap import freeze_startup_objects
 from txstream_coordinator.gateway import serve
 from txstream_coordinator.runtime import CoordinatorService
 
@@ -54,4 +55,5 @@ def run(
     if http_port:
         serve(TxClient(application.name, settings), http_host, http_port)
         logging.getLogger(__name__).info("HTTP on %s:%d", http_host, http_port)
+    freeze_startup_objects()
     service.run()

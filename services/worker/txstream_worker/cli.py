@@ -17,6 +17,7 @@ from txstream.model.app import load_app
 from txstream.model.declarations import RecoveryMode
 from txstream.observability.targets import serve_metrics
 from txstream.recovery.policy import RecoveryPolicy
+from txstream.runtime.heap import freeze_startup_objects
 from txstream_worker.agents import faust_app
 
 app = typer.Typer(help="Run dataflow apps.", no_args_is_help=True)
@@ -82,4 +83,5 @@ def run(
     if metrics:
         serve_metrics(settings, "worker", metrics_host, metrics_port)
     logging.getLogger("txstream").setLevel(loglevel.upper().replace("WARN", "WARNING"))
+    freeze_startup_objects()
     faust.Worker(fapp, loglevel=loglevel).execute_from_commandline()
