@@ -19,6 +19,7 @@ from txstream.observability.targets import serve_metrics
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.runtime.heap import freeze_startup_objects
 from txstream_worker.agents import faust_app
+from txstream_worker.slot import SlotHeld, WorkerSlot
 
 app = typer.Typer(help="Run dataflow apps.", no_args_is_help=True)
 
@@ -28,8 +29,11 @@ def run(
     app_spec: str = typer.Option(..., "--app", help="module:factory returning the App"),
     params: str = typer.Option("{}", help="JSON object passed to the factory"),
     params_file: Path | None = typer.Option(None, help="JSON file passed to the factory"),
-    instance_id: str = typer.Option(
-        "0", envvar="TXSTREAM_WORKER_ID", help="this worker's slot; unique among live workers"
+    instance_id: str | None = typer.Option(
+        None,
+        envvar="TXSTREAM_WORKER_ID",
+        help="this worker's slot (its static member id); default: the first free "
+        "<host>-<n> slot on this host",
     ),
     commit_interval_ms: int = typer.Option(
         CommitPolicy.interval_ms,
@@ -79,7 +83,15 @@ def run(
         partitions=settings.kafka_partitions,
         oltp=bool(application.decl.transactions),
     )
-    fapp = faust_app(application, settings, policy, recovery_policy, instance_id)
+    try:
+        slot = WorkerSlot.claim(settings.data_dir / "workers" / application.name,
+                                application.name, instance_id)  # fmt: skip
+    except SlotHeld as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    typer.echo(f"worker slot {slot.instance_id} of app {application.name} (lock {slot.path})",
+               err=True)  # fmt: skip
+    fapp = faust_app(application, settings, policy, recovery_policy, slot.instance_id)
     if metrics:
         serve_metrics(settings, "worker", metrics_host, metrics_port)
     logging.getLogger("txstream").setLevel(loglevel.upper().replace("WARN", "WARNING"))
