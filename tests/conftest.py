@@ -40,6 +40,35 @@ def free_port() -> int:
     raise RuntimeError("no free port found below the ephemeral range")
 
 
+def free_ports(count: int) -> int:
+    """The first of `count` consecutive free ports below the ephemeral range."""
+    for _ in range(200):
+        base = free_port()
+        rest = range(base + 1, base + count)
+        if all(_bindable(port) for port in rest):
+            return base
+    raise RuntimeError(f"no {count} consecutive free ports found")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def cluster_settings(home: Path, brokers: int = 3) -> Settings:
+    """Settings for a private cluster of `brokers` nodes: two blocks of free ports."""
+    clients = free_ports(brokers)
+    controllers = free_ports(brokers)
+    while abs(controllers - clients) < brokers:
+        controllers = free_ports(brokers)
+    return Settings(home=home, kafka_brokers=brokers, kafka_port=clients,
+                    kafka_controller_port=controllers)  # fmt: skip
+
+
 def private_settings(home: Path) -> Settings:
     """Settings for a stack of its own: its own home and ports, so it never meets another."""
     return Settings(home=home, kafka_port=free_port(), kafka_controller_port=free_port())

@@ -19,7 +19,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from txstream.stack.broker import SERVER_PROPERTIES
+from txstream.config import Settings
+from txstream.stack.broker import KafkaBroker
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE_FILE = ROOT / "docker-compose.yml"
@@ -142,7 +143,8 @@ def test_kafka_image_is_the_native_broker_version() -> None:
 
 
 def test_kafka_allows_transactions_on_one_node() -> None:
-    native = dict(line.split("=", 1) for line in SERVER_PROPERTIES.splitlines() if "=" in line)
+    text = KafkaBroker(Settings()).server_properties()
+    native = dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
     env = services()["kafka"]["environment"]
     for key in SINGLE_NODE_KEYS:
         var = "KAFKA_" + key.upper().replace(".", "_")

@@ -37,3 +37,15 @@ def test_bad_value_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("TXSTREAM_KAFKA_PORT", "not-a-port")
     with pytest.raises(ValidationError, match="kafka_port"):
         Settings()
+
+
+def test_a_three_broker_cluster_lists_every_node_and_replicates_three_ways() -> None:
+    s = Settings(kafka_brokers=3, kafka_port=19092, kafka_controller_port=19192)
+    assert s.bootstrap_servers == "127.0.0.1:19092,127.0.0.1:19093,127.0.0.1:19094"
+    assert (s.kafka_replication, s.kafka_min_insync) == (3, 2)
+    assert (Settings().kafka_replication, Settings().kafka_min_insync) == (1, 1)
+
+
+def test_overlapping_cluster_ports_are_named() -> None:
+    with pytest.raises(ValidationError, match="overlap; set TXSTREAM_KAFKA_CONTROLLER_PORT"):
+        Settings(kafka_brokers=3, kafka_port=19092, kafka_controller_port=19093)

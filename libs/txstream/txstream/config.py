@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from pydantic import Field, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -47,10 +48,18 @@ class Settings(BaseSettings):
     kafka_bootstrap: str | None = None
     kafka_host: str = "127.0.0.1"
     kafka_port: int = 9092
-    kafka_controller_port: int = 9093
+    kafka_controller_port: int = 9192
     kafka_libs: Path = project_root() / "build" / "kafka" / "libs"
     kafka_heap: str = "768m"
+    # The native stack's broker count: 1, or 3 for a KRaft cluster whose topics have three
+    # replicas and accept a write once two hold it. Node n (1-based) listens on kafka_port
+    # + n - 1 and kafka_controller_port + n - 1.
+    kafka_brokers: int = Field(default=1, ge=1, le=9)
     kafka_partitions: int = 1
+    # The largest record (key and value) an engine produces: its producer's
+    # message.max.bytes. librdkafka's default, below the broker's and topics' default
+    # max.message.bytes (1 MiB + 12), so a record it lets through the broker takes too.
+    kafka_max_record_bytes: int = Field(default=1_000_000, ge=1_000)
     startup_timeout_s: float = 60.0
     # A worker that dies is replaced in its slot within seconds (static membership); a
     # worker stopped for good holds its partitions this long. The broker's minimum is 6 s.
@@ -82,10 +91,37 @@ class Settings(BaseSettings):
         toml = TomlConfigSettingsSource(settings_cls, toml_file=_config_file())
         return (init_settings, env_settings, toml)
 
+    @model_validator(mode="after")
+    def _ports_apart(self) -> Settings:
+        clients = range(self.kafka_port, self.kafka_port + self.kafka_brokers)
+        controllers = range(
+            self.kafka_controller_port, self.kafka_controller_port + self.kafka_brokers
+        )
+        if set(clients) & set(controllers):
+            raise ValueError(
+                f"{self.kafka_brokers} brokers need client ports {clients.start}-"
+                f"{clients.stop - 1} and controller ports {controllers.start}-"
+                f"{controllers.stop - 1}, which overlap; set TXSTREAM_KAFKA_CONTROLLER_PORT"
+            )
+        return self
+
     @property
     def bootstrap_servers(self) -> str:
-        """An external cluster when `kafka_bootstrap` is set, else the local broker."""
-        return self.kafka_bootstrap or f"{self.kafka_host}:{self.kafka_port}"
+        """An external cluster when `kafka_bootstrap` is set, else the local brokers."""
+        if self.kafka_bootstrap:
+            return self.kafka_bootstrap
+        ports = range(self.kafka_port, self.kafka_port + self.kafka_brokers)
+        return ",".join(f"{self.kafka_host}:{port}" for port in ports)
+
+    @property
+    def kafka_replication(self) -> int:
+        """Replicas per partition on the local cluster: three once there are three brokers."""
+        return min(3, self.kafka_brokers)
+
+    @property
+    def kafka_min_insync(self) -> int:
+        """Replicas that must hold a write before it is acknowledged: all but one of three."""
+        return max(1, self.kafka_replication - 1)
 
     @property
     def run_dir(self) -> Path:

@@ -43,7 +43,10 @@ def fail(error: Exception) -> typer.Exit:
 def create(
     name: Annotated[str, typer.Argument(help="Topic name.")],
     partitions: Annotated[int, typer.Option(min=1, help="Number of partitions.")] = 1,
-    replication_factor: Annotated[int, typer.Option(min=1, help="Replicas per partition.")] = 1,
+    replication_factor: Annotated[
+        int | None,
+        typer.Option(min=1, help="Replicas per partition; default: the cluster's default."),
+    ] = None,
     compact: Annotated[bool, typer.Option(help="Log compaction (cleanup.policy=compact).")] = False,
     config: Annotated[
         list[str] | None,

@@ -49,6 +49,9 @@ _NOT_YET_LEADER = frozenset(
 )
 
 
+_CREATE_ATTEMPTS = 3
+
+
 class KafkaAdminError(RuntimeError):
     """A topic operation the cluster refused or did not answer."""
 
@@ -104,25 +107,37 @@ class TopicAdmin:
         self,
         name: str,
         partitions: int = 1,
-        replication_factor: int = 1,
+        replication_factor: int | None = None,
         config: Mapping[str, str] | None = None,
     ) -> None:
-        """Create the topic and return once its partitions have leaders, so it is usable."""
+        """Create the topic and return once its partitions have leaders, so it is usable.
+
+        Without a replication factor the cluster's `default.replication.factor` applies: 1
+        on a single broker, 3 on the local three-broker cluster."""
         self._metadata()
-        new = NewTopic(name, partitions, replication_factor, config=dict(config or {}))
-        future = self._client.create_topics(
-            [new], operation_timeout=self.timeout_s, request_timeout=self.timeout_s
-        )[name]
-        try:
-            self._result(future, f"create topic {name!r}")
-        except KafkaAdminError as e:
-            cause = e.__cause__
-            if (
-                isinstance(cause, KafkaException)
-                and _code(cause) == KafkaError.TOPIC_ALREADY_EXISTS
-            ):
-                raise TopicExistsError(f"topic {name!r} already exists") from cause
-            raise
+        replicas = -1 if replication_factor is None else replication_factor
+        new = NewTopic(name, partitions, replicas, config=dict(config or {}))
+        dropped = False
+        for attempt in range(_CREATE_ATTEMPTS):
+            future = self._client.create_topics(
+                [new], operation_timeout=self.timeout_s, request_timeout=self.timeout_s
+            )[name]
+            try:
+                self._result(future, f"create topic {name!r}")
+                break
+            except KafkaAdminError as e:
+                code = _code(e.__cause__) if isinstance(e.__cause__, KafkaException) else None
+                if code == KafkaError._DESTROY_BROKER and attempt + 1 < _CREATE_ATTEMPTS:
+                    # The client replaced the connection the request went out on (a
+                    # bootstrap address swapped for the broker it names): it may or may not
+                    # have reached the controller, so ask again.
+                    dropped = True
+                    continue
+                if code == KafkaError.TOPIC_ALREADY_EXISTS:
+                    if dropped:
+                        break  # our own first attempt created it
+                    raise TopicExistsError(f"topic {name!r} already exists") from e.__cause__
+                raise
         self._wait_for(lambda: self._ready(name), f"topic {name!r} to get partition leaders")
 
     def list_topics(self, include_internal: bool = False) -> list[str]:

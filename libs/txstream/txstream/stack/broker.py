@@ -1,7 +1,10 @@
-"""A single-node KRaft Kafka broker run from the Maven Central jars.
+"""The native stack's Kafka: KRaft brokers run from the Maven Central jars.
 
-Configured so Kafka transactions work on one node: every internal topic has replication
-factor 1 and the transaction log accepts min.isr 1.
+One node by default, configured so Kafka transactions work on it alone (every internal
+topic has replication factor 1, the transaction log accepts min.isr 1). With
+`kafka_brokers = 3` the nodes form one cluster, each a broker and a controller voter, and
+every topic, internal ones included, has three replicas and needs two in sync: a write
+acknowledged survives the loss of any one broker.
 """
 
 from __future__ import annotations
@@ -23,8 +26,8 @@ from txstream.stack.process import ManagedProcess, port_free
 
 SERVER_PROPERTIES = """\
 process.roles=broker,controller
-node.id=1
-controller.quorum.voters=1@{host}:{controller_port}
+node.id={node}
+controller.quorum.voters={voters}
 listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}
 advertised.listeners=PLAINTEXT://{host}:{port}
 controller.listener.names=CONTROLLER
@@ -33,10 +36,12 @@ inter.broker.listener.name=PLAINTEXT
 log.dirs={log_dirs}
 num.partitions={partitions}
 auto.create.topics.enable=false
-offsets.topic.replication.factor=1
+offsets.topic.replication.factor={replication}
 offsets.topic.num.partitions=4
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
+transaction.state.log.replication.factor={replication}
+transaction.state.log.min.isr={min_insync}
+default.replication.factor={replication}
+min.insync.replicas={min_insync}
 transaction.state.log.num.partitions=4
 group.initial.rebalance.delay.ms=0
 transaction.abort.timed.out.transaction.cleanup.interval.ms=5000
@@ -64,33 +69,60 @@ class BrokerError(RuntimeError):
 
 @dataclass(frozen=True)
 class KafkaBroker:
+    """Node `node` (1-based) of the local cluster; node 1 alone is the default broker."""
+
     settings: Settings
+    node: int = 1
+
+    @property
+    def name(self) -> str:
+        return "kafka" if self.node == 1 else f"kafka-{self.node}"
+
+    @property
+    def port(self) -> int:
+        return self.settings.kafka_port + self.node - 1
+
+    @property
+    def controller_port(self) -> int:
+        return self.settings.kafka_controller_port + self.node - 1
+
+    @property
+    def address(self) -> str:
+        return f"{self.settings.kafka_host}:{self.port}"
 
     @property
     def conf_dir(self) -> Path:
-        return self.settings.home / "kafka"
+        return self.settings.home / self.name
 
     @property
     def data_dir(self) -> Path:
-        return self.settings.data_dir / "kafka"
+        return self.settings.data_dir / self.name
 
     @property
     def log_file(self) -> Path:
-        return self.settings.log_dir / "kafka.log"
+        return self.settings.log_dir / f"{self.name}.log"
 
     @property
     def process(self) -> ManagedProcess:
-        return ManagedProcess("kafka", self.settings.run_dir, marker=str(self.conf_dir))
+        return ManagedProcess(self.name, self.settings.run_dir, marker=str(self.conf_dir))
 
     def start(self) -> int:
-        """Format storage on first use, spawn the broker, and wait until it answers."""
+        """Format storage on first use, spawn the broker, and wait until it answers.
+
+        A node of a cluster answers only once a quorum of controllers runs: start the
+        cluster's nodes together with `KafkaCluster.start`, or one alone when the others
+        are up (as after a kill)."""
+        pid = self.spawn()
+        self.wait_ready(pid)
+        return pid
+
+    def spawn(self) -> int:
+        """Format storage on first use and spawn the broker, without waiting for it."""
         self._check_jars()
         self._check_port_free()
         self._write_config()
         self._format_once()
-        pid = self.process.spawn(self._java_argv(), self.log_file)
-        self.wait_ready(pid)
-        return pid
+        return self.process.spawn(self._java_argv(), self.log_file)
 
     def answers(self, timeout_s: float = 2.0) -> bool:
         """True when a metadata request succeeds: the broker is serving clients.
@@ -98,12 +130,16 @@ class KafkaBroker:
         A closed port is checked first, so a stopped broker costs one refused connect rather
         than a librdkafka client retrying (and logging) until the timeout.
         """
-        host, _, port = self.settings.bootstrap_servers.split(",")[0].rpartition(":")
+        if self.settings.kafka_bootstrap:
+            address = self.settings.kafka_bootstrap
+            host, _, port = address.split(",")[0].rpartition(":")
+        else:
+            address, host, port = self.address, self.settings.kafka_host, str(self.port)
         try:
             socket.create_connection((host, int(port)), timeout=timeout_s).close()
         except OSError:
             return False
-        conf: dict[str, Any] = {"bootstrap.servers": self.settings.bootstrap_servers}
+        conf: dict[str, Any] = {"bootstrap.servers": address}
         conf["logger"] = _SILENT
         admin = AdminClient(conf)
         try:
@@ -117,12 +153,12 @@ class KafkaBroker:
         while time.monotonic() < deadline:
             if self.process.live_pid() != pid:
                 log = self.log_file
-                raise BrokerError(f"kafka exited during startup; see {log}:\n{self._tail()}")
+                raise BrokerError(f"{self.name} exited during startup; see {log}:\n{self._tail()}")
             if self.answers(timeout_s=1.0):
                 return
             time.sleep(0.2)  # poll interval between readiness probes, not a stand-in for one
         raise BrokerError(
-            f"kafka did not answer on {self.settings.bootstrap_servers} within "
+            f"{self.name} did not answer on {self.address} within "
             f"{self.settings.startup_timeout_s:.0f}s; see {self.log_file}"
         )
 
@@ -132,31 +168,41 @@ class KafkaBroker:
             raise BrokerError(f"no Kafka jars in {libs}; run `make setup` first")
 
     def _check_port_free(self) -> None:
-        for port in (self.settings.kafka_port, self.settings.kafka_controller_port):
+        for port in (self.port, self.controller_port):
             if not port_free(self.settings.kafka_host, port):
                 raise BrokerError(
                     f"port {self.settings.kafka_host}:{port} is in use by another process; "
                     "set TXSTREAM_KAFKA_PORT / TXSTREAM_KAFKA_CONTROLLER_PORT"
                 )
 
+    def server_properties(self) -> str:
+        s = self.settings
+        return SERVER_PROPERTIES.format(
+            node=self.node,
+            voters=",".join(
+                f"{n}@{s.kafka_host}:{s.kafka_controller_port + n - 1}"
+                for n in range(1, s.kafka_brokers + 1)
+            ),
+            host=s.kafka_host,
+            port=self.port,
+            controller_port=self.controller_port,
+            log_dirs=self.data_dir,
+            partitions=s.kafka_partitions,
+            replication=s.kafka_replication,
+            min_insync=s.kafka_min_insync,
+        )
+
     def _write_config(self) -> None:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
-        s = self.settings
-        (self.conf_dir / "server.properties").write_text(
-            SERVER_PROPERTIES.format(
-                host=s.kafka_host,
-                port=s.kafka_port,
-                controller_port=s.kafka_controller_port,
-                log_dirs=self.data_dir,
-                partitions=s.kafka_partitions,
-            )
-        )
+        (self.conf_dir / "server.properties").write_text(self.server_properties())
         (self.conf_dir / "log4j.properties").write_text(LOG4J_PROPERTIES)
 
     def _format_once(self) -> None:
         if (self.data_dir / "meta.properties").exists():
             return
-        cluster_file = self.conf_dir / "cluster.id"
+        # one id for every node of the cluster, kept beside node 1's config
+        cluster_file = self.settings.home / "kafka" / "cluster.id"
+        cluster_file.parent.mkdir(parents=True, exist_ok=True)
         if not cluster_file.exists():
             # Kafka wants a base64url-encoded 16-byte UUID.
             raw = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")

@@ -16,6 +16,7 @@ from typing import Protocol
 
 from txstream.config import Settings
 from txstream.stack.broker import BrokerError, KafkaBroker
+from txstream.stack.cluster import KafkaCluster
 from txstream.stack.process import ManagedProcess
 from txstream.stack.prometheus import PrometheusServer
 
@@ -53,13 +54,14 @@ class Stack:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.broker = KafkaBroker(settings)
+        self.cluster = KafkaCluster(settings)
         self.prometheus = PrometheusServer(settings)
 
     def _components(self) -> list[tuple[str, Component, str]]:
-        return [
-            ("kafka", self.broker, self.settings.bootstrap_servers),
-            ("prometheus", self.prometheus, self.prometheus.url),
+        brokers: list[tuple[str, Component, str]] = [
+            (node.name, node, node.address) for node in self.cluster.nodes
         ]
+        return [*brokers, ("prometheus", self.prometheus, self.prometheus.url)]
 
     def status(self) -> list[ComponentStatus]:
         return [_status(name, c, where) for name, c, where in self._components()]
@@ -76,7 +78,7 @@ class Stack:
                 )
             report(f"using external Kafka at {self.settings.kafka_bootstrap}")
             return
-        _start("kafka", self.broker, self.settings.bootstrap_servers, report)
+        self.cluster.start(report)
 
     def down(self, report: Report) -> None:
         for name, component, _ in reversed(self._components()):

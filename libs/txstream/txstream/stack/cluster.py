@@ -1,0 +1,46 @@
+"""The local Kafka cluster: `kafka_brokers` nodes started together, stopped by pid.
+
+KRaft nodes that are also controller voters only serve once a quorum of them runs, so a
+cluster is started by spawning every node that is not running and then waiting for each;
+starting them one at a time would wait forever on the first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from txstream.config import Settings
+from txstream.stack.broker import KafkaBroker
+
+Report = Callable[[str], None]
+
+
+class KafkaCluster:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.nodes = [KafkaBroker(settings, n) for n in range(1, settings.kafka_brokers + 1)]
+
+    def start(self, report: Report) -> None:
+        """Start every node that is not running (clearing stale pidfiles), then wait."""
+        spawned: list[tuple[KafkaBroker, int]] = []
+        for node in self.nodes:
+            proc = node.process
+            pid = proc.live_pid()
+            if pid is not None:
+                report(f"{node.name} already running (pid {pid}) at {node.address}; nothing to do")
+                continue
+            if proc.is_stale():
+                report(
+                    f"{node.name}: stale pidfile (pid {proc.recorded_pid()} is gone); restarting"
+                )
+                proc.clear()
+            report(f"{node.name}: starting at {node.address} ...")
+            spawned.append((node, node.spawn()))
+        for node, pid in spawned:
+            node.wait_ready(pid)
+            report(f"{node.name}: running (pid {pid}), logs in {node.log_file}")
+
+    def stop(self, report: Report) -> None:
+        for node in reversed(self.nodes):
+            stopped = node.process.stop()
+            report(f"{node.name}: stopped" if stopped else f"{node.name}: not running")
