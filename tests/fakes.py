@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from typing import Any
 
@@ -12,7 +13,9 @@ from txstream.model.declarations import Key, Record
 
 
 class MemoryBase:
-    """Committed state as dicts; `apply` plays the part of RocksDB after a Kafka commit."""
+    """Committed state as dicts; `apply` plays the part of RocksDB after a Kafka commit.
+
+    Rows are deep-copied in and out, as encoding and decoding do for RocksDB."""
 
     def __init__(self) -> None:
         self.tables: dict[str, dict[Key, Record]] = {}
@@ -20,14 +23,14 @@ class MemoryBase:
 
     def get(self, table: str, key: Key) -> Record | None:
         row = self.tables.get(table, {}).get(key)
-        return None if row is None else dict(row)
+        return None if row is None else copy.deepcopy(row)
 
     def scan(self, table: str, prefix: Key) -> Iterator[tuple[Key, Record]]:
         n = len(prefix)
         rows = self.tables.get(table, {})
         for k in sorted(rows):
             if k[:n] == prefix:
-                yield k, dict(rows[k])
+                yield k, copy.deepcopy(rows[k])
 
     def window(self, name: str) -> WindowState | None:
         return self.windows.get(name)
@@ -39,7 +42,7 @@ class MemoryBase:
                 if v is TOMBSTONE:
                     target.pop(k, None)
                 else:
-                    target[k] = dict(v)
+                    target[k] = copy.deepcopy(v)
         self.windows.update(group.ws.windows)
 
     def snapshot(self) -> dict[str, Any]:

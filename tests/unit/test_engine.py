@@ -144,9 +144,9 @@ def test_read_your_writes_and_duplicate_batches() -> None:
         seen.append(t.get(1))
 
     engine, _ = engine_for(app)
-    assert engine.process("a", 5, [{}]) is Outcome.PROCESSED
-    assert engine.process("a", 5, [{}]) is Outcome.DUPLICATE
-    assert engine.process("a", 4, [{}]) is Outcome.DUPLICATE
+    assert engine.process("a", 5, [{}], digest=5) is Outcome.PROCESSED
+    assert engine.process("a", 5, [{}], digest=5) is Outcome.DUPLICATE
+    assert engine.process("a", 4, [{}], digest=4) is Outcome.STALE
     assert seen == [{"n": 5}, None]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from chain.dataflow import build_app
 from chain.load import batch_tuples
 from tests.fakes import MemoryBase
-from txstream.engine.group import Journal, JournalEntry
+from txstream.engine.group import Journal, JournalEntry, batch_digest
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.recovery.replay import replay_entries
 from txstream.schemas.codec import Batch
@@ -21,7 +21,9 @@ class Inputs:
         return Batch("s0", offset + 1, batch_tuples(offset + 1, 3, seed=5))
 
     def raw(self, topic: str, offset: int) -> bytes:
-        raise AssertionError("the chain app has no OLTP transactions to replay")
+        """Stands for batch b's record bytes, whose digest is kept with its id."""
+        assert topic == "chain.s0", "the chain app has no OLTP transactions to replay"
+        return b"batch %d" % (offset + 1)
 
 
 def run_live(journal: Journal) -> tuple[MemoryBase, list[list[JournalEntry]]]:
@@ -31,7 +33,9 @@ def run_live(journal: Journal) -> tuple[MemoryBase, list[list[JournalEntry]]]:
     engine = PartitionEngine(app.dataflow(), base, 0, app.params, journal)
     journals = []
     for b in range(1, BATCHES + 1):
-        engine.process("s0", b, Inputs().get("chain.s0", b - 1).tuples, ("chain.s0", 0, b - 1))
+        tuples = Inputs().get("chain.s0", b - 1).tuples
+        digest = batch_digest(Inputs().raw("chain.s0", b - 1))
+        engine.process("s0", b, tuples, ("chain.s0", 0, b - 1), digest)
         group = engine.take_group()
         base.apply(group)
         journals.append(group.journal)

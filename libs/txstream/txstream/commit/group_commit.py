@@ -123,7 +123,9 @@ class GroupCommitter:
     ) -> None:
         p = self.partition
         for out in group.outputs:
-            batch = self.batch_codecs[out.stream].encode(out.stream, out.batch_id, out.tuples)
+            batch = out.record  # sealed as its TE ended, if the engine has a RecordLimit
+            if batch is None:
+                batch = self.batch_codecs[out.stream].encode(out.stream, out.batch_id, out.tuples)
             self._send(self.topics.stream(out.stream), batch, partition=p)
         if self.log_codec is None:
             # Only the last changelog record reports back: records of one partition land in

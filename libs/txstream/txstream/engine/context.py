@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from txstream.engine import windows as win
+from txstream.engine.rows import private
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, read_window, scan
 from txstream.model.declarations import Key, Procedure, Record, Table, Window
 from txstream.model.errors import ConstraintViolation, DataflowError, TxnAbort
@@ -54,7 +55,7 @@ class TableView:
         for c in self._table.constraints:
             if not c.check(value):
                 raise ConstraintViolation(name, c.name, k)
-        ctx.ws.put(name, k, dict(value))
+        ctx.ws.put(name, k, private(value))
         if name in ctx._insert_triggers:
             ctx.fire_insert(name, value)
 
@@ -70,7 +71,9 @@ class TableView:
 
 
 class WindowView:
-    """The owning procedure's window: inserts are staged until the window slides."""
+    """The owning procedure's window: inserts are staged until the window slides.
+
+    Window states share their tuples, so tuples are copied on the way in and out."""
 
     __slots__ = ("_ctx", "_window")
 
@@ -84,17 +87,17 @@ class WindowView:
 
     def insert(self, tup: Record) -> int:
         """Stage `tup`; returns how many slides it caused, after running their EE triggers."""
-        state, slides = win.insert(self._window.spec, self._state(), tup)
+        state, slides = win.insert(self._window.spec, self._state(), private(tup))
         self._ctx.ws.windows[self._window.name] = state
         if slides:
             self._ctx.fire_slide(self._window.name, slides)
         return slides
 
     def visible(self) -> list[Record]:
-        return list(win.visible(self._state()))
+        return [private(t) for t in win.visible(self._state())]
 
     def staged(self) -> list[Record]:
-        return list(win.staged(self._state()))
+        return [private(t) for t in win.staged(self._state())]
 
 
 class TxnContext:

@@ -7,6 +7,7 @@ of what ran. The engine fills it; the task takes it and hands it to the committe
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,9 +23,12 @@ OLTP_STREAM = "__oltp__"  # journal entries for coordinator requests and decisio
 
 @dataclass(frozen=True)
 class OutputBatch:
+    """A committed TE's output batch; `record` is its encoded envelope, once sealed."""
+
     stream: str
     batch_id: int
     tuples: Sequence[Record]
+    record: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ class Group:
     slides: dict[str, int] = field(default_factory=dict)  # window -> slides, for metrics
     # (procedure, reason) -> OLTP fragments aborted, for metrics
     oltp_aborts: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # (stream, "resend" | "dead_letter") -> input batches whose id did not increase
+    stale: Counter[tuple[str, str]] = field(default_factory=Counter)
     urgent: bool = False  # a 2PC vote waits in it: commit now, the partition is blocked
 
     @property
@@ -83,7 +89,8 @@ class Group:
 
 class Outcome(StrEnum):
     PROCESSED = "processed"
-    DUPLICATE = "duplicate"
+    DUPLICATE = "duplicate"  # an exact re-send of the last batch: skipped
+    STALE = "stale"  # an id not above the last, and not that batch: dead-lettered
 
 
 def position_key(topic: str, partition: int) -> tuple[str, str, int]:
@@ -92,3 +99,14 @@ def position_key(topic: str, partition: int) -> tuple[str, str, int]:
 
 def last_batch_key(stream: str, partition: int) -> tuple[str, str, int]:
     return ("batch", stream, partition)
+
+
+def digest_key(stream: str, partition: int) -> tuple[str, str, int]:
+    """The `batch_digest` of the batch at `last_batch_key`, when its record was known."""
+    return ("digest", stream, partition)
+
+
+def batch_digest(record: bytes) -> int:
+    """A border batch's fingerprint: a re-send of it has the same record bytes (its envelope
+    holds its id, so no other batch shares them). A signed 64-bit int, a system value."""
+    return int.from_bytes(hashlib.blake2b(record, digest_size=8).digest(), "big", signed=True)

@@ -28,6 +28,7 @@ from txstream.engine.group import (
     JournalEntry,
     Outcome,
     OutputBatch,
+    digest_key,
     last_batch_key,
     position_key,
 )
@@ -37,6 +38,11 @@ from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import NestedTransaction, Procedure, Record
 from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
 from txstream.oltp.messages import Decision, EngineRequest
+
+# Called as each TE ends, before it commits, with the TE's own write set and its outputs:
+# returns the outputs with their records encoded, or raises TxnAbort to abort the TE
+# instead (a record the commit path could not write). Without one, the commit path encodes.
+Seal = Callable[[WriteSet, list[OutputBatch]], list[OutputBatch]]
 
 
 @dataclass
@@ -65,10 +71,12 @@ class PartitionEngine:
         params: Mapping[str, Any],
         journal: Journal = Journal.NONE,
         timer: Callable[[str, float], None] | None = None,
+        seal: Seal | None = None,
     ) -> None:
         """`timer(procedure, seconds)` is told each TE's latency (for metrics)."""
         self.df = dataflow
         self.timer = timer
+        self.seal = seal
         self.base = base
         self.partition = partition
         self.params = params
@@ -128,17 +136,20 @@ class PartitionEngine:
         batch_id: int,
         tuples: Sequence[Record],
         source: tuple[str, int, int] | None = None,
+        digest: int | None = None,
     ) -> Outcome:
         """Run every procedure reachable from `stream` on this batch, in graph order.
 
         `source` is the (topic, partition, offset) the batch came from; the next offset is
-        recorded in the same group, so inputs and effects commit together. A batch id not
-        above the last one seen on this stream partition is an exact re-send and is skipped.
+        recorded in the same group, so inputs and effects commit together. `digest` is the
+        batch record's `batch_digest`, kept beside the batch id. A batch id not above the
+        last one seen on this stream partition is skipped if it is an exact re-send of the
+        last batch (the same digest), and otherwise dead-lettered: processing it would break
+        stream order, and skipping it quietly would lose it.
         """
         ws = self.group.ws
         key = last_batch_key(stream, self.partition)
         last = self.sys_value(key)
-        outcome = Outcome.DUPLICATE
         if last is None or batch_id > last:
             self._source = None if source is None else (stream, source[0], source[2])
             if self.journal is Journal.BORDER:
@@ -146,22 +157,55 @@ class PartitionEngine:
             self._deliver(ws, stream, batch_id, tuples, None)
             self._source = None
             ws.put(SYS_TABLE, key, {"value": batch_id})
+            if digest is not None:
+                ws.put(SYS_TABLE, digest_key(stream, self.partition), {"value": digest})
             self.group.batches += 1
             self.group.first_batch_ids.setdefault(stream, batch_id)
             self.group.last_batch_ids[stream] = batch_id
             outcome = Outcome.PROCESSED
+        else:
+            outcome = self._stale(stream, batch_id, last, digest)
         if source is not None:
             topic, part, offset = source
             ws.put(SYS_TABLE, position_key(topic, part), {"value": offset + 1})
         return outcome
 
-    def replay(self, entry: JournalEntry, tuples: Sequence[Record]) -> None:
-        """Re-run one strong-log entry with PE triggers off: its outputs go to `pending`."""
+    def _stale(self, stream: str, batch_id: int, last: int, digest: int | None) -> Outcome:
+        """A batch id not above `last`: a re-send of the last batch, or a dead letter."""
+        known = self.sys_value(digest_key(stream, self.partition))
+        if batch_id == last and digest is not None and digest == known:
+            self.group.stale[(stream, "resend")] += 1
+            return Outcome.DUPLICATE
+        if batch_id < last:
+            why = "batch ids must increase"
+        elif digest is not None and known is not None:
+            why = "its content differs from that batch's"
+        else:
+            why = "it cannot be checked against that batch's content"
+        self.group.aborts.append(
+            AbortRecord(
+                "<input>",
+                stream,
+                batch_id,
+                "stale_batch_id",
+                f"batch id {batch_id} on stream {stream!r} partition {self.partition} is not "
+                f"above the last batch id {last} processed there, and {why}: not processed",
+            )
+        )
+        self.group.stale[(stream, "dead_letter")] += 1
+        return Outcome.STALE
+
+    def replay(
+        self, entry: JournalEntry, tuples: Sequence[Record], digest: int | None = None
+    ) -> None:
+        """Re-run one strong-log entry with PE triggers off: its outputs go to `pending`.
+        A border entry's batch id (and `digest`, its record's) become the last seen again."""
         if entry.procedure is None:
             raise ValueError(f"entry for {entry.stream} batch {entry.batch_id} names no procedure")
         if entry.topic is not None:
-            self.group.ws.put(SYS_TABLE, last_batch_key(entry.stream, self.partition),
-                              {"value": entry.batch_id})  # fmt: skip
+            self.set_sys(last_batch_key(entry.stream, self.partition), entry.batch_id)
+            if digest is not None:
+                self.set_sys(digest_key(entry.stream, self.partition), digest)
         if not entry.aborted:
             proc = self.df.decl.procedures[entry.procedure]
             self._dispatch(self.group.ws, proc, entry.stream, entry.batch_id, tuples)
@@ -293,6 +337,9 @@ class PartitionEngine:
         started = time.perf_counter()
         try:
             proc.fn(ctx, tuples)
+            outputs = [OutputBatch(s, batch_id, tups) for s, tups in ctx.outputs.items()]
+            if self.seal is not None:
+                outputs = self.seal(ws, outputs)
         except TxnAbort as e:
             self._abort(proc, stream, batch_id, e.reason, str(e), scope)
             return False
@@ -305,7 +352,6 @@ class PartitionEngine:
         if self.timer is not None:
             self.timer(proc.name, time.perf_counter() - started)
         ws.merge_into(parent)
-        outputs = [OutputBatch(s, batch_id, tups) for s, tups in ctx.outputs.items()]
         (scope.outputs if scope is not None else self.group.outputs).extend(outputs)
         for out in outputs:
             self._deliver(parent, out.stream, batch_id, out.tuples, scope)

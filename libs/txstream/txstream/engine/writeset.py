@@ -3,6 +3,9 @@
 Reads walk the chain child-to-parent and fall through to the committed base, so a TE sees
 its own writes first (read-your-writes). Commit merges a layer into its parent; abort drops
 it. Nothing reaches the base store until the whole group has committed in Kafka.
+
+Rows are shared along the chain and with the base, so `read` and `scan` hand out private
+copies (`rows.private`), and whoever puts a row must put one it will not change again.
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any, Protocol
 
+from txstream.engine.rows import private
 from txstream.engine.windows import WindowState
 from txstream.model.declarations import Key, Record
 
@@ -26,7 +30,10 @@ _MISSING: Any = object()
 
 
 class Base(Protocol):
-    """The committed state under every write set: RocksDB in production, dicts in tests."""
+    """The committed state under every write set: RocksDB in production, dicts in tests.
+
+    The rows and window states it returns may be shared (with its caches): the engine
+    copies before a procedure sees them, and never changes them itself."""
 
     def get(self, table: str, key: Key) -> Record | None: ...
 
@@ -98,22 +105,26 @@ class WriteSet:
 
 
 def read(ws: WriteSet, base: Base, table: str, key: Key) -> Record | None:
+    """The row at `key`, the caller's own to change."""
     v = ws.lookup(table, key)
     if v is _MISSING:
-        return base.get(table, key)
-    return None if v is TOMBSTONE else dict(v)
+        v = base.get(table, key)
+        return None if v is None else private(v)
+    return None if v is TOMBSTONE else private(v)
 
 
 def scan(ws: WriteSet, base: Base, table: str, prefix: Key) -> Iterator[tuple[Key, Record]]:
-    """Committed rows under `prefix` overlaid with the chain's writes, in key order."""
+    """Committed rows under `prefix` overlaid with the chain's writes, in key order; each
+    row is the caller's own to change."""
     rows: dict[Key, Any] = dict(base.scan(table, prefix))
     rows.update(ws.chain_writes(table, prefix))
     for k in sorted(rows):
         v = rows[k]
         if v is not TOMBSTONE:
-            yield k, dict(v)
+            yield k, private(v)
 
 
 def read_window(ws: WriteSet, base: Base, name: str) -> WindowState | None:
+    """The window's state, shared: its tuples must be copied before a procedure sees them."""
     state = ws.lookup_window(name)
     return state if state is not None else base.window(name)

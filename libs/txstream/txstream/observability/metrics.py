@@ -44,6 +44,12 @@ ABORTS = Counter(
     "Aborted TEs and OLTP fragments, and rejected input records, by procedure and reason",
     ["app", "procedure", "reason"],
 )
+STALE_BATCHES = Counter(
+    "txstream_stale_batches_total",
+    "Input batches whose id was not above the last on their stream partition: exact "
+    "re-sends skipped (outcome=resend), other batches dead-lettered (outcome=dead_letter)",
+    ["app", "stream", "outcome"],
+)
 GROUP_BATCHES = Histogram(
     "txstream_group_commit_batches",
     "Input batches per group commit",

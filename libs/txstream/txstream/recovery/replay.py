@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from txstream.config import Settings
-from txstream.engine.group import OLTP_STREAM, Journal, JournalEntry
+from txstream.engine.group import OLTP_STREAM, Journal, JournalEntry, batch_digest
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.read import read_to_committed_end
@@ -113,8 +113,10 @@ def _replay_strong(
 ) -> None:
     if entry.procedure is None:
         raise RecoveryError(f"strong log entry for {entry.stream} names no procedure")
+    digest = None
     if entry.topic is not None and entry.offset is not None:
         tuples = sources.get(entry.topic, entry.offset).tuples
+        digest = batch_digest(sources.raw(entry.topic, entry.offset))
     else:
         found = engine.pending.get((entry.stream, entry.batch_id))
         if found is None and not entry.aborted:
@@ -123,7 +125,7 @@ def _replay_strong(
                 "no replayed TE produced that batch"
             )
         tuples = list(found or ())
-    engine.replay(entry, tuples)
+    engine.replay(entry, tuples, digest)
     if entry.topic is None:
         done.add((entry.procedure, entry.stream, entry.batch_id))
 
@@ -132,7 +134,8 @@ def _replay_weak(engine: PartitionEngine, sources: Sources, entry: JournalEntry)
     if entry.topic is None or entry.offset is None:
         raise RecoveryError(f"weak log entry for {entry.stream} has no input offset")
     batch = sources.get(entry.topic, entry.offset)
-    engine.process(entry.stream, entry.batch_id, batch.tuples)
+    digest = batch_digest(sources.raw(entry.topic, entry.offset))
+    engine.process(entry.stream, entry.batch_id, batch.tuples, digest=digest)
 
 
 def _forget_consumed(engine: PartitionEngine, done: Done) -> None:

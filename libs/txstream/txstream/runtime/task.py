@@ -24,8 +24,9 @@ from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_e
 from txstream import failpoints
 from txstream.commit.group_commit import GroupCommitter, Sent
 from txstream.commit.policy import OLTP_GROUP_MS, CommitPolicy
+from txstream.commit.record_limit import RECORD_FRAMING, RecordLimit
 from txstream.config import Settings
-from txstream.engine.group import Group
+from txstream.engine.group import Group, batch_digest
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import transactional_producer_config
@@ -119,6 +120,7 @@ class PartitionTask:
                 ),
                 "linger.ms": 5,
                 "queue.buffering.max.messages": 500_000,
+                "message.max.bytes": self.settings.kafka_max_record_bytes + RECORD_FRAMING,
             }
         )
         self.producer.init_transactions(60)
@@ -132,6 +134,9 @@ class PartitionTask:
             self.app.params,
             self.recovery.journal,
             timer=metrics.te_timer(self.app.name),
+            seal=RecordLimit(
+                self.settings.kafka_max_record_bytes, self.topics, self.batch_codecs, self.codec
+            ),
         )
         if self.log_codec is None:
             n = restore(self.state, self.settings, self.topics.changelog, self.partition)
@@ -225,7 +230,7 @@ class PartitionTask:
         except BatchDecodeError as e:
             self.engine.reject(stream, source, "undecodable", str(e))
             return True
-        self.engine.process(stream, batch.batch_id, batch.tuples, source)
+        self.engine.process(stream, batch.batch_id, batch.tuples, source, batch_digest(value))
         return True
 
     def _oltp(self, topic: str, offset: int, value: bytes | None) -> bool:
@@ -339,6 +344,8 @@ class PartitionTask:
             metrics.ABORTS.labels(app, a.procedure, a.reason).inc()
         for (procedure, reason), n in group.oltp_aborts.items():
             metrics.ABORTS.labels(app, procedure, reason).inc(n)
+        for (stream, outcome), n in group.stale.items():
+            metrics.STALE_BATCHES.labels(app, stream, outcome).inc(n)
         for window, n in group.slides.items():
             metrics.SLIDES.labels(app, window).inc(n)
         for r in group.replies:

@@ -6,7 +6,8 @@ recovery log (the changelog, or the command log) the stored state reaches.
 
 Besides rows, small scans are cached, decoded: a procedure or trigger that scans a table
 on every batch (a leaderboard's trending counts) then decodes it once per group commit,
-not once per batch. Their rows are shared, so callers copy before changing one.
+not once per batch. Rows, read or scanned, are shared with the caches, so callers copy
+before changing one (the engine's reads hand procedures private copies).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ class CommittedState:
             data = self.store.get(kb)
             row = None if data is None else self.codec.decode_row(table, data)
             self._remember(kb, row)
-        return None if row is None else dict(row)  # type: ignore[call-overload]
+        return row  # type: ignore[return-value]
 
     def scan(self, table: str, prefix: Key) -> Iterator[tuple[Key, Record]]:
         cached = self._scans.get((table, prefix))

@@ -1,0 +1,32 @@
+"""Rows a transaction execution owns outright.
+
+Stored rows are shared by reference: between write-set layers, with the committed state's
+read and scan caches, and with window states. A procedure that changed a row it read, or a
+row after handing it to `put` or a window, would change state behind its write set, and an
+abort would not undo it. So rows are copied on their way in and out of tables and windows.
+"""
+
+from __future__ import annotations
+
+import copy
+from datetime import date, datetime, time
+from decimal import Decimal
+from uuid import UUID
+
+from txstream.model.declarations import Record
+
+# Values no one can change in place: Avro's primitives and fastavro's logical types.
+_IMMUTABLE = frozenset(
+    {str, int, float, bool, bytes, type(None), Decimal, datetime, date, time, UUID}
+)
+
+
+def private(row: Record) -> Record:
+    """A copy of `row` that shares nothing mutable with it.
+
+    Most rows hold only scalars (every row of the Leaderboard does), and those pay only a
+    shallow copy; a row holding a list, a map or anything else is deep-copied."""
+    for v in row.values():
+        if type(v) not in _IMMUTABLE:
+            return copy.deepcopy(row)
+    return dict(row)

@@ -1,0 +1,225 @@
+"""A TE's rows are its own: changing what it read, or what it handed over, touches no state.
+
+Rows with nested values (lists, maps) are the case a shallow copy misses, so every test
+keeps a list in its row. Each runs over the in-memory fake and over the real committed
+state (RocksDB with its read and scan caches), whose decoded rows are shared between reads.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+from typing import Protocol
+
+import pytest
+
+from tests.fakes import MemoryBase
+from txstream.engine.context import TxnContext
+from txstream.engine.group import Group
+from txstream.engine.partition_engine import PartitionEngine
+from txstream.engine.windows import WindowState
+from txstream.engine.writeset import Base, read, read_window, scan
+from txstream.model.app import App
+from txstream.model.declarations import Record
+from txstream.schemas.registry import SchemaRegistry
+from txstream.state.codec import StateCodec
+from txstream.state.committed import CommittedState
+from txstream.state.store import StateStore
+
+ROW_SCHEMA = {
+    "type": "record",
+    "name": "Row",
+    "namespace": "nested",
+    "fields": [
+        {"name": "n", "type": "long"},
+        {"name": "tags", "type": {"type": "array", "items": "string"}},
+    ],
+}
+Action = Callable[[TxnContext], None]
+
+
+class Committing(Base, Protocol):
+    def commit(self, group: Group) -> None: ...
+
+
+class FakeBase(MemoryBase):
+    def commit(self, group: Group) -> None:
+        self.apply(group)
+
+
+class RocksBase(CommittedState):
+    def commit(self, group: Group) -> None:
+        self.apply(self.codec.encode_writes(group.ws), self.log_offset() + 1)
+
+
+def make_app(actions: dict[int, Action]) -> App:
+    """One procedure that runs `actions[batch id]` on each batch."""
+    app = App("nested")
+    app.stream("a", schema="nested.Row")
+    app.table("t", schema="nested.Row")
+    app.window("w", schema="nested.Row", rows=3, slide=1)
+
+    @app.procedure(input="a", windows=["w"])
+    def p(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        actions[ctx.batch_id](ctx)
+
+    return app
+
+
+@pytest.fixture(params=["memory", "rocksdb"])
+def make_base(
+    request: pytest.FixtureRequest, tmp_path: Path
+) -> Iterator[Callable[[App], Committing]]:
+    stores: list[StateStore] = []
+
+    def make(app: App) -> Committing:
+        if request.param == "memory":
+            return FakeBase()
+        schemas = tmp_path / "schemas"
+        (schemas / "nested").mkdir(parents=True)
+        (schemas / "nested" / "Row.avsc").write_text(json.dumps(ROW_SCHEMA))
+        codec = StateCodec(app.dataflow(), SchemaRegistry(schemas))
+        stores.append(StateStore.open(tmp_path / "db"))
+        return RocksBase(stores[-1], codec)
+
+    yield make
+    for store in stores:
+        store.close()
+
+
+def run(
+    make_base: Callable[[App], Committing], actions: dict[int, Action], commit_after: set[int]
+) -> tuple[PartitionEngine, Committing]:
+    """Process batches 1.. in order, committing the group after each id in `commit_after`."""
+    app = make_app(actions)
+    base = make_base(app)
+    engine = PartitionEngine(app.dataflow(), base, 0, app.params)
+    for batch_id in sorted(actions):
+        engine.process("a", batch_id, [{}])
+        if batch_id in commit_after:
+            base.commit(engine.take_group())
+    return engine, base
+
+
+def put_row(ctx: TxnContext) -> None:
+    ctx.table("t").put(1, {"n": 1, "tags": ["kept"]})
+
+
+def insert_row(ctx: TxnContext) -> None:
+    ctx.window("w").insert({"n": 1, "tags": ["kept"]})
+
+
+def boom(ctx: TxnContext) -> None:
+    raise RuntimeError("abort after changing what was read")
+
+
+def mutate_get(ctx: TxnContext) -> None:
+    row = ctx.table("t").get(1)
+    assert row is not None
+    row["tags"].append("leaked")
+    boom(ctx)
+
+
+def mutate_scan(ctx: TxnContext) -> None:
+    for _, row in ctx.table("t").scan():
+        row["tags"].append("leaked")
+        row["n"] = 99
+    boom(ctx)
+
+
+def mutate_window(ctx: TxnContext) -> None:
+    for row in ctx.window("w").visible():
+        row["tags"].append("leaked")
+        row["n"] = 99
+    boom(ctx)
+
+
+def stored_row(engine: PartitionEngine, base: Base) -> Record | None:
+    """Row 1 as a get and as a scan see it, which must agree."""
+    row = read(engine.group.ws, base, "t", (1,))
+    assert list(scan(engine.group.ws, base, "t", ())) == ([] if row is None else [((1,), row)])
+    return row
+
+
+def stored_window(engine: PartitionEngine, base: Base) -> WindowState | None:
+    return read_window(engine.group.ws, base, "w")
+
+
+def final_state(engine: PartitionEngine, base: Committing) -> tuple[Record | None, list[Record]]:
+    """The row and the window's visible tuples, as the next TE and the committed state see
+    them; they must agree."""
+    before_commit = stored_row(engine, base), stored_window(engine, base)
+    base.commit(engine.take_group())
+    after = stored_row(engine, base), stored_window(engine, base)
+    assert before_commit == after
+    row, window = after
+    return row, [] if window is None else list(window.visible)
+
+
+@pytest.mark.parametrize("committed_first", [True, False], ids=["from_base", "from_overlay"])
+@pytest.mark.parametrize("mutate", [mutate_get, mutate_scan], ids=["get", "scan"])
+def test_an_aborted_te_changing_a_nested_value_it_read_changes_no_row(
+    make_base: Callable[[App], Committing], mutate: Action, committed_first: bool
+) -> None:
+    engine, base = run(make_base, {1: put_row, 2: mutate}, {1} if committed_first else set())
+    assert [a.batch_id for a in engine.group.aborts] == [2]
+    row, _ = final_state(engine, base)
+    assert row == {"n": 1, "tags": ["kept"]}
+
+
+@pytest.mark.parametrize("committed_first", [True, False], ids=["from_base", "from_overlay"])
+def test_an_aborted_te_changing_window_tuples_it_read_changes_no_window(
+    make_base: Callable[[App], Committing], committed_first: bool
+) -> None:
+    actions: dict[int, Action] = {1: insert_row, 2: mutate_window}
+    engine, base = run(make_base, actions, {1} if committed_first else set())
+    assert [a.batch_id for a in engine.group.aborts] == [2]
+    _, visible = final_state(engine, base)
+    assert visible == [{"n": 1, "tags": ["kept"]}]
+
+
+def test_changing_a_row_after_putting_it_changes_nothing_stored(
+    make_base: Callable[[App], Committing],
+) -> None:
+    def put_then_change(ctx: TxnContext) -> None:
+        row: Record = {"n": 1, "tags": ["kept"]}
+        ctx.table("t").put(1, row)
+        row["tags"].append("leaked")
+        row["n"] = 99
+
+    engine, base = run(make_base, {1: put_then_change}, set())
+    assert engine.group.aborts == []
+    row, _ = final_state(engine, base)
+    assert row == {"n": 1, "tags": ["kept"]}
+
+
+def test_changing_a_tuple_after_inserting_it_changes_no_window(
+    make_base: Callable[[App], Committing],
+) -> None:
+    def insert_then_change(ctx: TxnContext) -> None:
+        tup: Record = {"n": 1, "tags": ["kept"]}
+        ctx.window("w").insert(tup)
+        tup["tags"].append("leaked")
+        tup["n"] = 99
+
+    engine, base = run(make_base, {1: insert_then_change}, set())
+    assert engine.group.aborts == []
+    _, visible = final_state(engine, base)
+    assert visible == [{"n": 1, "tags": ["kept"]}]
+
+
+def test_a_committed_te_changing_what_it_read_without_put_changes_nothing(
+    make_base: Callable[[App], Committing],
+) -> None:
+    """Only `put` writes: a changed copy that is never put back is not a write."""
+
+    def change_without_put(ctx: TxnContext) -> None:
+        row = ctx.table("t").get(1)
+        assert row is not None
+        row["tags"].append("leaked")
+
+    engine, base = run(make_base, {1: put_row, 2: change_without_put}, {1})
+    assert engine.group.aborts == []
+    row, _ = final_state(engine, base)
+    assert row == {"n": 1, "tags": ["kept"]}
