@@ -3,9 +3,10 @@
 Within one partition engine, stream and graph order come free (the engine runs TEs one at a
 time), so relaxing order only means something across partitions: S-Store's "H-Store async,
 no order" line lets batches run without the global order. Here the votes are partitioned by
-phone number over `partitions` engines, one worker process each; each engine keeps its own
-contestants, counter, window and removals, and orders only its own batches. Each batch is
-still an ACID nested transaction, processed exactly once. The result is the sum of the
+phone number (`txstream.kafka.routing`, as the sequencer and OLTP place keys) over
+`partitions` engines, one worker process each; each engine keeps its own contestants,
+counter, window and removals, and orders only its own batches. Each batch is still an ACID
+nested transaction, processed exactly once. The result is the sum of the
 per-partition boards, which is not the workload's global result: it is reported as such.
 """
 
@@ -31,6 +32,7 @@ from leaderboard.votes_file import iter_batches
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import read_committed_consumer_config, send
+from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_topics
 from txstream.runtime.task import PartitionTask
 from txstream.schemas.records import decode_record
@@ -101,7 +103,7 @@ def _load_votes(
     count = 0
     producer.begin_transaction()
     for batch in iter_batches(votes, batch_size):
-        p = batch.votes[0].phone_number % partitions
+        p = partition_of((batch.votes[0].phone_number,), partitions)
         tuples = [dataclasses.asdict(v) for v in batch.votes]
         send(producer, topic, codec.encode("votes", batch.batch_id, tuples), partition=p)
         last[p] = batch.batch_id

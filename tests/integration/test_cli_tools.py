@@ -17,7 +17,7 @@ import pytest
 from typer.testing import CliRunner, Result
 
 from tests.conftest import KafkaEnv, free_port
-from tests.kafka_reads import read_until
+from tests.kafka_reads import read_to_end, read_until
 from txstream.cli.main import app
 from txstream.config import Settings
 from txstream.kafka.admin import (
@@ -28,6 +28,9 @@ from txstream.kafka.admin import (
     TopicNotFoundError,
 )
 from txstream.kafka.clients import read_committed_consumer_config
+from txstream.kafka.routing import partition_of
+from txstream.schemas.records import decode_record
+from txstream.schemas.registry import SchemaRegistry
 
 pytestmark = pytest.mark.integration
 
@@ -182,6 +185,26 @@ def test_plain_produce_consume_round_trip(
     # holds its records plus the transaction's commit marker.
     assert sorted(end_offsets(kafka, topic)) in ([0, 4], [2, 3])
     assert [v for v in consumed if v["state"] == "MA"] == [VOTES[0], VOTES[2]]
+
+
+def test_keyed_records_land_on_the_partition_the_routing_function_names(
+    kafka: KafkaEnv, env: dict[str, str], new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic("cli-routed", partitions=5)
+    phones = [6175550000 + i for i in range(40)]
+    votes = [{"phone": p, "state": f"S{p % 50}", "contestant_number": 1} for p in phones]
+    result = run(
+        env, "produce", "-t", topic, "-s", "clitest.Vote", "--key-field", "phone",
+        input=lines(*votes),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    schema = SchemaRegistry(Path(env["TXSTREAM_SCHEMA_DIR"])).get("clitest.Vote")
+    placed = {
+        decode_record(schema, value)["phone"]: p
+        for p in range(5)
+        for _, value in read_to_end(kafka.settings, topic, p)
+    }
+    assert placed == {p: partition_of((p,), 5) for p in phones}
 
 
 def test_consume_takes_the_schema_from_the_header_or_the_option(

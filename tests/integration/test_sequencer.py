@@ -15,6 +15,7 @@ import pytest
 from tests.conftest import KafkaEnv
 from tests.integration.sequencer_driver import (
     SequencerProcess,
+    batches_by_partition,
     produce_events,
     read_batches,
     read_dead_letters,
@@ -24,6 +25,7 @@ from tests.integration.sequencer_driver import (
 )
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.schemas.records import encode_record
 from txstream.schemas.registry import SchemaRegistry
@@ -227,3 +229,57 @@ def test_the_gate_admits_a_batch_only_after_the_previous_one_committed(
     committed(2)
     wait_until(lambda: sealed() == [1, 2, 3], 60, proc.alive, "batch 3, after batch 2 committed")
     assert proc.terminate() == 0
+
+
+def test_a_keyed_event_lands_on_the_partition_that_oltp_routes_its_key_to(
+    settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any]
+) -> None:
+    raw, app, lanes = new_topic("raw"), unique("seqapp"), 5
+    TopicAdmin(settings).create_topic(AppTopics(app).stream("votes"), lanes)
+    sent = [vote(i) for i in range(40)]
+    produce_events(settings, raw, sent)
+    proc, _ = start(raw, app=app, key_field="phone_number", policy_events=1)
+
+    def placed() -> dict[int, list[int]]:
+        by_partition = batches_by_partition(settings, app, "votes", SCHEMA)
+        return {
+            p: [t["phone_number"] for b in bs for t in b.tuples] for p, bs in by_partition.items()
+        }
+
+    wait_until(lambda: sum(map(len, placed().values())) == len(sent), 60, proc.alive, "every vote")
+    assert proc.terminate() == 0
+    got = placed()
+    phones = [v["phone_number"] for v in sent]
+    expected = {p: [n for n in phones if partition_of((n,), lanes) == p] for p in range(lanes)}
+    assert got == expected
+    assert sum(1 for phones in got.values() if phones) > 1, "the votes spread over the lanes"
+
+
+def test_poison_pills_are_dead_lettered_and_the_next_event_is_sealed(
+    settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any]
+) -> None:
+    """Each of these once killed the sequencer, which re-read it forever under supervision."""
+    raw = new_topic("raw")
+    fields = b'"vote_id": 1, "phone_number": 1, "contestant_number": 1'
+    deep = b"{" + fields + b', "batch_id": ' + b"[" * 50_000 + b"]" * 50_000 + b"}"
+    infinite = b"{" + fields + b', "batch_id": Infinity}'
+    too_big = b"{" + fields + b', "batch_id": 9223372036854775808}'
+    pills = [deep, infinite, too_big]
+    produce_events(settings, raw, [*pills, vote(7, 1)])
+    proc, app = start(raw, batch_id_field="batch_id", seal_after_ms=100)
+    dead = dead_topic(proc)
+
+    def sealed() -> list[Any]:
+        return read_batches(settings, app, "votes", SCHEMA)
+
+    wait_until(lambda: len(read_dead_letters(settings, dead)) == 3, 60, proc.alive, "3 letters")
+    wait_until(lambda: len(sealed()) == 1, 60, proc.alive, "the good event's batch")
+    assert proc.terminate() == 0
+    letters = read_dead_letters(settings, dead)
+    assert [(d["offset"], d["payload"]) for d in letters] == list(enumerate(pills))
+    assert [d["reason"] for d in letters] == ["undecodable", "schema", "schema"]
+    assert "nested deeper than" in letters[0]["error"]
+    assert "batch id Infinity is not an integer" in letters[1]["error"]
+    assert "batch id 9223372036854775808 out of range [1, 2^63)" in letters[2]["error"]
+    ((batch_id, tuples),) = [(b.batch_id, b.tuples) for b in sealed()]
+    assert batch_id == 1 and tuples == [vote(7)]

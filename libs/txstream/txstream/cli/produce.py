@@ -26,6 +26,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.clients import error_text, send, transactional_producer_config
+from txstream.kafka.routing import partition_of
+from txstream.model.declarations import Key
 from txstream.schemas import BatchCodec, SchemaError, SchemaRegistry, find_error
 from txstream.schemas.records import encode_record
 from txstream.schemas.validation import shown
@@ -46,6 +48,7 @@ class Encoded:
     key: bytes | None
     value: bytes
     tuples: int
+    route: Key | None = None  # the key-field value as a routing key: placed by `partition_of`
 
 
 Encoder = Callable[[Any], Encoded]
@@ -95,7 +98,7 @@ def produce(
     except SchemaError as e:
         raise typer.BadParameter(str(e), param_hint="'--schema'") from e
     try:
-        TopicAdmin(settings).partitions(topic)
+        partitions = len(TopicAdmin(settings).partitions(topic))
     except KafkaAdminError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(1) from e
@@ -117,7 +120,7 @@ def produce(
             return
         headers: list[tuple[str, str | bytes | None]] = [(SCHEMA_HEADER, schema.encode())]
         try:
-            send_in_one_transaction(settings, topic, records, headers, bar)
+            send_in_one_transaction(settings, topic, records, headers, bar, partitions)
         except KafkaException as e:
             reason = escape(f"nothing was committed to {topic}: {error_text(e)}")
             err.print(f"[red]error:[/red] {reason}")
@@ -139,7 +142,8 @@ def plain_encoder(schema: Schema, key_field: str | None) -> Encoder:
         problem = find_error(datum, schema)
         if problem:
             raise InputError(str(problem))
-        return Encoded(key_of(datum), encode_record(schema, datum), 1)
+        key, route = key_of(datum)
+        return Encoded(key, encode_record(schema, datum), 1, route)
 
     return encode
 
@@ -159,7 +163,8 @@ def envelope_encoder(tuple_schema: Schema, stream: str, key_field: str | None) -
         if problem:
             raise InputError(str(problem))
         tuples = batch["tuples"]
-        keys = [key_of(t) for t in tuples]
+        keyed = [key_of(t) for t in tuples]
+        keys = [key for key, _ in keyed]
         for i, key in enumerate(keys[1:], start=1):
             if key != keys[0]:
                 raise InputError(
@@ -168,15 +173,20 @@ def envelope_encoder(tuple_schema: Schema, stream: str, key_field: str | None) -
                     "a batch has one partition key"
                 )
         value = codec.encode(stream, batch["batch_id"], tuples)
-        return Encoded(keys[0] if keys else None, value, len(keys))
+        key, route = keyed[0] if keyed else (None, None)
+        return Encoded(key, value, len(keys), route)
 
     return encode
 
 
-def key_getter(schema: Schema, key_field: str | None) -> Callable[[Any], bytes | None]:
-    """The Kafka key of a record: its `key_field` value, strings as UTF-8, others as JSON."""
+def key_getter(
+    schema: Schema, key_field: str | None
+) -> Callable[[Any], tuple[bytes | None, Key | None]]:
+    """A record's Kafka key (its `key_field` value, strings as UTF-8, others as JSON) and its
+    routing key: keyed records go to the partition `partition_of` names, as the sequencer and
+    OLTP place them, not where the client library's own key hash would."""
     if key_field is None:
-        return lambda _: None
+        return lambda _: (None, None)
     fields = {f["name"]: f for f in schema.get("fields", ())} if isinstance(schema, dict) else {}
     if key_field not in fields:
         name = schema["name"] if isinstance(schema, dict) else schema
@@ -186,11 +196,16 @@ def key_getter(schema: Schema, key_field: str | None) -> Callable[[Any], bytes |
         )
     default = fields[key_field].get("default")
 
-    def key_of(record: Any) -> bytes | None:
+    def key_of(record: Any) -> tuple[bytes | None, Key | None]:
         value = record.get(key_field, default)
         if value is None:
-            return None
-        return value.encode() if isinstance(value, str) else json.dumps(value).encode()
+            return None, None
+        try:
+            partition_of((value,), 1)
+        except (TypeError, ValueError) as e:
+            raise InputError(f"field {key_field!r}: {shown(value)} is no partition key: {e}") from e
+        key = value.encode() if isinstance(value, str) else json.dumps(value).encode()
+        return key, (value,)
 
     return key_of
 
@@ -220,6 +235,7 @@ def send_in_one_transaction(
     records: list[Encoded],
     headers: list[tuple[str, str | bytes | None]],
     bar: Progress,
+    partitions: int,
 ) -> None:
     """Send every record in one transaction; on any failure abort it and re-raise."""
     task = bar.add_task("producing", total=len(records))
@@ -238,7 +254,9 @@ def send_in_one_transaction(
     producer.begin_transaction()
     try:
         for r in records:
-            send(producer, topic, r.value, key=r.key, on_delivery=delivered, headers=headers)
+            placed = {} if r.route is None else {"partition": partition_of(r.route, partitions)}
+            send(producer, topic, r.value, key=r.key, on_delivery=delivered, headers=headers,
+                 **placed)  # fmt: skip
             producer.poll(0)
         producer.flush(TRANSACTION_TIMEOUT_S)
         if failures:
