@@ -14,11 +14,21 @@ in flight inside one nested transaction that nothing can interleave with.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, NotRequired, TypedDict
 
 from txstream import App, Record, TxnContext
 
 INITIAL_BALANCE = 100
+
+
+class OpenAccounts(TypedDict):
+    accounts: list[int]
+    balance: NotRequired[int]
+
+
+class Move(TypedDict):
+    account: int
+    amount: int
 
 
 def build_app(name: str = "bank", recovery: str = "changelog") -> App:
@@ -27,7 +37,7 @@ def build_app(name: str = "bank", recovery: str = "changelog") -> App:
     payroll = app.stream("payroll", schema="bank.Payment", key_field="employer")
     payouts = app.stream("payouts", schema="bank.Payment")
 
-    @app.transaction()
+    @app.transaction(params=OpenAccounts)
     def open_accounts(ctx: TxnContext, params: Record) -> int:
         """Open each listed account not open yet, with the starting balance."""
         accounts = ctx.table("accounts")
@@ -38,11 +48,11 @@ def build_app(name: str = "bank", recovery: str = "changelog") -> App:
                 opened += 1
         return opened
 
-    @app.transaction()
+    @app.transaction(params=Move)
     def debit(ctx: TxnContext, params: Record) -> int:
         return _move(ctx, params["account"], -int(params["amount"]))
 
-    @app.transaction()
+    @app.transaction(params=Move)
     def credit(ctx: TxnContext, params: Record) -> int:
         return _move(ctx, params["account"], int(params["amount"]))
 

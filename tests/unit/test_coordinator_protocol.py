@@ -3,10 +3,12 @@
 Covered: single-partition routing (no log), 2PC begin/prepare/vote/decision/ack/end with
 results in request order, abort on a no vote and on timeout, resending unacknowledged
 decisions, recovery from the log (new epoch, presumed abort of the undecided, resend of
-the decided), inquiries answered from outcomes, request validation, keyed/scan reads and
-aggregates combined across partitions. These are the protocol's guarantees: decisions go
-to `decisions` (sent only after the log commits), and every in-doubt transaction is
-finished after a restart.
+the decided), inquiries answered from outcomes, request validation (parameters against the
+transaction's declared signature included), a reply_to other than the client reply topic
+refused and answered nowhere, decisions at the epoch of their prepare however often the
+coordinator restarts, keyed/scan reads and aggregates combined across partitions. These
+are the protocol's guarantees: decisions go to `decisions` (sent only after the log
+commits), and every in-doubt transaction is finished after a restart.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import json
 
 import pytest
 
+from bank.dataflow import build_app
 from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import (
     CoordinatorLog,
     Decision,
@@ -30,6 +34,8 @@ from txstream.oltp.messages import (
 from txstream_coordinator.protocol import Coordinator
 
 P = 3
+TOPICS = AppTopics("bank")
+CLIENT = TOPICS.oltp_out
 
 
 def key_on(part: int, skip: int = 0) -> int:
@@ -38,23 +44,25 @@ def key_on(part: int, skip: int = 0) -> int:
 
 
 def coordinator() -> Coordinator:
-    return Coordinator(P, ["open_accounts", "debit", "credit"], ["accounts"], resend_s=2.0)
+    return Coordinator(P, TOPICS, build_app().decl.transactions, ["accounts"], resend_s=2.0)
 
 
 def txn(*fragments: Fragment, timeout_ms: int = 1000) -> TxnRequest:
-    return TxnRequest("req-1", "client-1", timeout_ms, list(fragments))
+    return TxnRequest("req-1", CLIENT, timeout_ms, list(fragments))
 
 
 def query(q: Query, timeout_ms: int = 1000) -> TxnRequest:
-    return TxnRequest("req-1", "client-1", timeout_ms, query=q)
+    return TxnRequest("req-1", CLIENT, timeout_ms, query=q)
 
 
 def move(kind: str, account: int, amount: int = 5) -> Fragment:
     return Fragment.call(account, kind, account=account, amount=amount)
 
 
-def vote(txn_id: str, part: int, ok: bool = True, results: str = "[]", **kw: str) -> EngineReply:
-    return EngineReply(txn_id, part, "vote", ok, results=results, **kw)
+def vote(
+    txn_id: str, part: int, ok: bool = True, results: str = "[]", epoch: int = 0, **kw: str
+) -> EngineReply:
+    return EngineReply(txn_id, part, "vote", ok, results=results, epoch=epoch, **kw)
 
 
 def ack(txn_id: str, part: int) -> EngineReply:
@@ -66,13 +74,13 @@ def test_single_partition_is_one_run_request_without_log() -> None:
     a, b = key_on(1), key_on(1, 1)
     frags = [move("debit", a), move("credit", b)]
     acts = c.request(txn(*frags), now=10.0)
-    assert acts.requests == [(1, EngineRequest("0.1", 0, "run", "req-1", "client-1", frags))]
+    assert acts.requests == [(1, EngineRequest("0.1", 0, "run", "req-1", CLIENT, frags))]
     assert (acts.log, acts.results, acts.decisions, c.active) == ([], [], [], {})
     ok = EngineReply(
-        "0.1", 1, "result", True, results="[95, 105]", request_id="req-1", reply_to="client-1"
+        "0.1", 1, "result", True, results="[95, 105]", request_id="req-1", reply_to=CLIENT
     )
     res = TxnResult("req-1", "0.1", "committed", results="[95, 105]", partitions=[1])
-    assert c.reply(ok, 10.5).results == [("client-1", res)]
+    assert c.reply(ok, 10.5).results == [(CLIENT, res)]
     no = EngineReply("0.2", 1, "result", False, "constraint_violation", "x", "[]", "[]", "r2", "c2")
     assert c.reply(no, 11.0).results == [
         ("c2", TxnResult("r2", "0.2", "aborted", "constraint_violation", "x", "[]", "[]", [1]))
@@ -96,11 +104,11 @@ def test_multi_partition_begins_logs_and_prepares_each_participant() -> None:
     c = coordinator()
     frags = [move("debit", key_on(2)), move("credit", key_on(0)), move("credit", key_on(2, 1))]
     acts = c.request(txn(*frags), now=10.0)
-    begin = CoordinatorLog("begin", 0, "0.1", [0, 2], request_id="req-1", reply_to="client-1")
+    begin = CoordinatorLog("begin", 0, "0.1", [0, 2], request_id="req-1", reply_to=CLIENT)
     assert acts.log == [begin]
     assert acts.requests == [
-        (0, EngineRequest("0.1", 0, "prepare", "req-1", "client-1", [frags[1]])),
-        (2, EngineRequest("0.1", 0, "prepare", "req-1", "client-1", [frags[0], frags[2]])),
+        (0, EngineRequest("0.1", 0, "prepare", "req-1", CLIENT, [frags[1]])),
+        (2, EngineRequest("0.1", 0, "prepare", "req-1", CLIENT, [frags[0], frags[2]])),
     ]
     assert (acts.results, acts.decisions) == ([], [])
 
@@ -113,10 +121,10 @@ def test_all_yes_commits_with_results_in_request_order_then_ends_on_acks() -> No
     acts = c.reply(vote(t, 1, results='["d"]'), 10.3)
     results = '["a", "b", "c", "d"]'
     assert acts.log == [
-        CoordinatorLog("decision", 0, t, [0, 1, 2], True, "", "req-1", "client-1", results)
+        CoordinatorLog("decision", 0, t, [0, 1, 2], True, "", "req-1", CLIENT, results)
     ]
     assert acts.results == [
-        ("client-1", TxnResult("req-1", t, "committed", "", "", results, partitions=[0, 1, 2]))
+        (CLIENT, TxnResult("req-1", t, "committed", "", "", results, partitions=[0, 1, 2]))
     ]
     assert acts.decisions == [(p, Decision(t, 0, True)) for p in (0, 1, 2)]
     assert acts.requests == []
@@ -133,11 +141,11 @@ def test_a_no_vote_aborts_with_its_reason_and_later_inquiries_get_abort() -> Non
     acts = c.reply(vote(t, 2, False, reason="constraint_violation", detail="overdrawn"), 10.2)
     assert acts.log == [
         CoordinatorLog(
-            "decision", 0, t, [0, 1, 2], False, "constraint_violation", "req-1", "client-1", "[]"
+            "decision", 0, t, [0, 1, 2], False, "constraint_violation", "req-1", CLIENT, "[]"
         )
     ]
     ((to, res),) = acts.results
-    assert (to, res.status, res.reason) == ("client-1", "aborted", "constraint_violation")
+    assert (to, res.status, res.reason) == (CLIENT, "aborted", "constraint_violation")
     assert (res.detail, res.results, res.partitions) == ("partition 2: overdrawn", "[]", [0, 1, 2])
     assert acts.decisions == [(p, Decision(t, 0, False)) for p in (0, 1, 2)]
     late = c.reply(vote(t, 1), 10.3)  # a vote after the decision gets the decision again
@@ -158,7 +166,7 @@ def test_timeout_aborts_naming_the_missing_partition() -> None:
     acts = c.tick(11.0)
     assert [(r.kind, r.commit, r.reason) for r in acts.log] == [("decision", False, "timeout")]
     ((to, res),) = acts.results
-    assert (to, res.status, res.reason) == ("client-1", "aborted", "timeout")
+    assert (to, res.status, res.reason) == (CLIENT, "aborted", "timeout")
     assert res.detail == "no vote from partitions [1] in time"
     assert acts.decisions == [(p, Decision(t, 0, False)) for p in (0, 1, 2)]
 
@@ -197,18 +205,20 @@ def test_recovery_takes_a_new_epoch_aborts_undecided_and_resends_decided() -> No
     assert [(to, r.request_id, r.txn_id, r.status, r.reason) for to, r in acts.results] == [
         ("ca", "ra", "1.1", "aborted", "coordinator_restart")
     ], "only the undecided transaction gets a client result"
-    assert acts.decisions == [
-        (0, Decision("1.1", 2, False)),
-        (2, Decision("1.1", 2, False)),
-        (1, Decision("1.2", 2, True)),
-        (2, Decision("1.2", 2, True)),
+    assert acts.decisions == [  # at the epoch of their prepares, not the new one
+        (0, Decision("1.1", 1, False)),
+        (2, Decision("1.1", 1, False)),
+        (1, Decision("1.2", 1, True)),
+        (2, Decision("1.2", 1, True)),
     ]
     assert set(c.active) == {"1.1", "1.2"}
     new = c.request(txn(move("debit", key_on(0)), move("credit", key_on(1))), 51.0)
     assert new.log[0].txn_id.startswith("2.") and new.log[0].epoch == 2
-    # inquiries: ended committed in the log -> commit; never heard of -> presumed abort
-    assert c.reply(vote("1.3", 1), 52.0).decisions == [(1, Decision("1.3", 2, True))]
-    assert c.reply(vote("7.7", 0), 52.0).decisions == [(0, Decision("7.7", 2, False))]
+    assert c.tick(52.5).decisions[0] == (0, Decision("1.1", 1, False)), "resent: same epoch"
+    # inquiries: ended committed in the log -> commit; never heard of -> presumed abort;
+    # each at the epoch the vote names, its prepare's
+    assert c.reply(vote("1.3", 1, epoch=1), 52.0).decisions == [(1, Decision("1.3", 1, True))]
+    assert c.reply(vote("7.7", 0, epoch=7), 52.0).decisions == [(0, Decision("7.7", 7, False))]
 
 
 @pytest.mark.parametrize(
@@ -216,19 +226,26 @@ def test_recovery_takes_a_new_epoch_aborts_undecided_and_resends_decided() -> No
     [
         (txn(Fragment.call(1, "steal")), "'steal'"),
         (txn(Fragment('{"a": 1}', "debit", "{}")), '{"a": 1}'),
-        (txn(Fragment("[1]", "debit", "[2]")), "params must be a JSON object"),
+        (txn(Fragment("[1]", "debit", "[2]")), "parameters must be a JSON object"),
         (txn(), "at least one fragment"),
         (txn(move("debit", 1), timeout_ms=0), "not 0"),
         (query(Query("nope")), "'nope'"),
         (query(Query("accounts", "dirty")), "'dirty'"),
         (query(Query("accounts", aggregates='[["avg", "b"]]')), "'avg'"),
+        (
+            txn(Fragment.call(1, "debit", account=1)),
+            "fragment debit: parameter 'amount' is missing",
+        ),
+        (txn(move("credit", 1), Fragment.call(1, "debit", account=1, amount=1, to=2)), "'to'"),
+        (txn(Fragment.call(1, "debit", account=1, amount="5")), "parameter 'amount'"),
+        (txn(Fragment.call(1, "open_accounts", accounts=[1, "a"])), "'accounts'[1]"),
     ],
 )
 def test_bad_requests_fail_naming_the_bad_input(request_: TxnRequest, named: str) -> None:
     c = coordinator()
     acts = c.request(request_, now=1.0)
     ((to, res),) = acts.results
-    assert (to, res.request_id, res.status) == ("client-1", "req-1", "failed")
+    assert (to, res.request_id, res.status) == (CLIENT, "req-1", "failed")
     assert res.reason == "bad_request"
     assert named in res.detail
     assert (acts.log, acts.requests, c.active, c.reads) == ([], [], {}, {})
@@ -246,11 +263,11 @@ def test_keyed_query_goes_to_the_owning_partition_only() -> None:
     k = key_on(2)
     q = Query("accounts", "read_committed", key_json((k,)))
     acts = c.request(query(q), now=1.0)
-    assert acts.requests == [(2, EngineRequest("0.1", 0, "read", "req-1", "client-1", [], q))]
+    assert acts.requests == [(2, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q))]
     rows = f'[[[{k}], {{"balance": 7}}]]'
     done = c.reply(EngineReply("0.1", 2, "rows", True, rows=rows), 1.1)
     assert done.results == [
-        ("client-1", TxnResult("req-1", "0.1", "committed", rows=rows, partitions=[2]))
+        (CLIENT, TxnResult("req-1", "0.1", "committed", rows=rows, partitions=[2]))
     ]
     assert c.reads == {}
 
@@ -274,7 +291,7 @@ def test_a_failed_partition_fails_the_read_and_later_rows_are_ignored() -> None:
     c.reply(EngineReply("0.1", 0, "rows", True, rows="[]"), 1.1)
     acts = c.reply(EngineReply("0.1", 1, "rows", False, "bad_query", "no field 'x'"), 1.2)
     assert acts.results == [
-        ("client-1", TxnResult("req-1", "0.1", "failed", "bad_query", "no field 'x'"))
+        (CLIENT, TxnResult("req-1", "0.1", "failed", "bad_query", "no field 'x'"))
     ]
     assert not c.reply(EngineReply("0.1", 2, "rows", True, rows="[]"), 1.3)
 
@@ -286,7 +303,7 @@ def test_read_timeout_fails_naming_the_silent_partitions() -> None:
     assert not c.tick(1.49)
     acts = c.tick(1.5)
     ((to, res),) = acts.results
-    assert (to, res.txn_id, res.status, res.reason) == ("client-1", "0.1", "failed", "timeout")
+    assert (to, res.txn_id, res.status, res.reason) == (CLIENT, "0.1", "failed", "timeout")
     assert res.detail == "no rows from partitions [0, 2] in time"
     assert c.reads == {} and not c.tick(9.0)
 
@@ -300,3 +317,34 @@ def test_aggregates_from_every_partition_are_combined() -> None:
         acts = c.reply(EngineReply("0.1", p, "rows", True, rows=json.dumps([[["*"], part]])), 1.1)
     ((_, res),) = acts.results
     assert res.table_rows() == [(("*",), {"count": 3, "sum_balance": 180, "max_balance": 100})]
+
+
+@pytest.mark.parametrize(
+    "reply_to",
+    [
+        TOPICS.decisions,
+        TOPICS.requests,
+        TOPICS.replies,
+        TOPICS.coordinator_log,
+        TOPICS.changelog,
+        TOPICS.commits,
+        TOPICS.oltp_in,
+        AppTopics("other").oltp_out,
+        CLIENT + ".mine",
+        "",
+    ],
+)
+def test_a_reply_to_other_than_the_client_reply_topic_is_refused(reply_to: str) -> None:
+    c = coordinator()
+    for request_ in (
+        TxnRequest("1.1", reply_to, 1000, [move("debit", key_on(0))]),
+        TxnRequest("1.1", reply_to, 0, []),  # a bad request is not answered there either
+        TxnRequest("1.1", reply_to, 1000, query=Query("accounts")),
+    ):
+        acts = c.request(request_, now=1.0)
+        assert (acts.log, acts.requests, acts.results, acts.decisions) == ([], [], [], [])
+        ((refused, why),) = acts.refused
+        assert refused is request_ and repr(reply_to) in why and CLIENT in why
+    assert c.counts == {"refused_reply_to": 3}
+    assert (c.active, c.reads) == ({}, {})
+    assert c.request(txn(move("debit", key_on(0))), now=2.0).requests, "the client topic works"

@@ -1,4 +1,5 @@
-"""The OLTP wire: every message comes back from its Avro bytes equal, nested records typed."""
+"""The OLTP wire: every message comes back from its bytes equal, nested records typed; bytes
+of one message type, or of nothing, never decode as another (`WireDecodeError` says why)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from txstream.config import Settings
 from txstream.oltp.messages import (
+    MESSAGE_TYPES,
     CoordinatorLog,
     Decision,
     EngineReply,
@@ -18,6 +20,7 @@ from txstream.oltp.messages import (
     TxnRequest,
     TxnResult,
     Wire,
+    WireDecodeError,
 )
 from txstream.schemas.registry import SchemaRegistry
 
@@ -29,7 +32,7 @@ MESSAGES: list[Message] = [
     EngineRequest("t1", 2, "prepare", "r1", "app.oltp.out", FRAGMENTS),
     EngineRequest("t2", 2, "read", "r2", "app.oltp.out", query=Query("accounts", "read_committed")),
     Decision("t1", 2, True),
-    EngineReply("t1", 3, "vote", False, "constraint_violation", "balance >= 0"),
+    EngineReply("t1", 3, "vote", False, "constraint_violation", "balance >= 0", epoch=2),
     CoordinatorLog("decision", 2, "t1", [0, 3], True, "", "r1", "app.oltp.out", "[1]"),
 ]
 
@@ -51,3 +54,50 @@ def test_encoding_leaves_the_message_untouched(wire: Wire) -> None:
     assert isinstance(request, TxnRequest)
     wire.encode(request)
     assert all(isinstance(f, Fragment) for f in request.fragments)
+
+
+def test_every_message_type_has_its_own_type_byte() -> None:
+    assert len({m.type_byte for m in MESSAGE_TYPES}) == len(MESSAGE_TYPES)
+    assert all(len(m.type_byte) == 1 for m in MESSAGE_TYPES)
+
+
+def test_a_failed_result_never_decodes_as_a_decision(wire: Wire) -> None:
+    # The exploit: schemaless, these bytes read as Decision("1.2", epoch 3, commit=True).
+    result = wire.encode(TxnResult("1.2", "1.3", "failed", "bad_request", "x"))
+    with pytest.raises(
+        WireDecodeError, match=r"expected a txstream\.Decision, found a txstream\.TxnResult"
+    ):
+        wire.decode(Decision, result)
+
+
+@pytest.mark.parametrize("message", MESSAGES, ids=lambda m: type(m).__name__)
+def test_no_message_decodes_as_another_type(wire: Wire, message: Message) -> None:
+    data = wire.encode(message)
+    for other in MESSAGE_TYPES:
+        if other is not type(message):
+            with pytest.raises(WireDecodeError, match=f"found a {message.schema_name}"):
+                wire.decode(other, data)
+
+
+@pytest.mark.parametrize(
+    ("data", "why"),
+    [
+        (b"", "found type byte b''"),
+        (b"\xca", "found type byte"),  # fastavro used to raise IndexError on this one
+        (b"D\xca", "IndexError"),
+        (b"D\x06abc", "EOFError"),  # the txn_id string runs past the end
+        (b"D\x04\xff\xfe\x02\x01", "UnicodeDecodeError"),
+        (b"D\x02a\x02\x01\x00", "1 bytes after the record"),
+    ],
+)
+def test_garbage_is_a_wire_decode_error_naming_why(wire: Wire, data: bytes, why: str) -> None:
+    with pytest.raises(WireDecodeError, match=why):
+        wire.decode(Decision, data)
+
+
+def test_truncated_records_are_wire_decode_errors(wire: Wire) -> None:
+    for message in MESSAGES:
+        data = wire.encode(message)
+        for cut in range(1, len(data)):
+            with pytest.raises(WireDecodeError):
+                wire.decode(type(message), data[:cut])

@@ -12,6 +12,7 @@ aggregates.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from bank.dataflow import build_app
 from tests.fakes import MemoryBase
@@ -62,10 +63,24 @@ def test_run_commits_into_the_group_with_json_results() -> None:
     assert engine.group.ws.tables["accounts"] == {(1,): {"balance": 70}, (2,): {"balance": 130}}
     assert engine.group.replies == [
         EngineReply(
-            "1.1", 0, "result", True, results="[2]", request_id="req-1.1", reply_to="client"
+            "1.1",
+            0,
+            "result",
+            True,
+            results="[2]",
+            request_id="req-1.1",
+            reply_to="client",
+            epoch=1,
         ),
         EngineReply(
-            "1.2", 0, "result", True, results="[70, 130]", request_id="req-1.2", reply_to="client"
+            "1.2",
+            0,
+            "result",
+            True,
+            results="[70, 130]",
+            request_id="req-1.2",
+            reply_to="client",
+            epoch=1,
         ),
     ]
     assert engine.group.executions == 2
@@ -110,7 +125,16 @@ def test_prepare_holds_its_writes_locks_them_and_votes_yes() -> None:
         "results": "[70]",
     }
     assert group.replies == [
-        EngineReply("1.5", 0, "vote", True, results="[70]", request_id="req-1.5", reply_to="client")
+        EngineReply(
+            "1.5",
+            0,
+            "vote",
+            True,
+            results="[70]",
+            request_id="req-1.5",
+            reply_to="client",
+            epoch=1,  # the decision must carry it
+        )
     ]
     assert group.urgent and txns.blocked
     assert txns.locks == {"accounts": {(1,): "1.5"}}
@@ -149,6 +173,42 @@ def test_decision_for_another_txn_is_acked_and_changes_nothing() -> None:
     engine.participant.decide(Decision("1.5", 1, True))  # a duplicate: applied once
     assert reply(engine).detail == "not prepared here"
     assert engine.group.ws.tables["accounts"] == {(1,): {"balance": 70}}
+
+
+def test_a_decision_at_another_epoch_than_the_prepare_is_dead_lettered() -> None:
+    engine, _ = prepared()  # at epoch 1
+    replies = len(engine.group.replies)
+    for epoch in (0, 2):
+        for commit in (True, False):
+            engine.participant.decide(Decision("1.5", epoch, commit))
+    assert len(engine.group.replies) == replies, "no ack: the coordinator must still decide"
+    assert "accounts" not in engine.group.ws.tables
+    assert set(engine.participant.prepared) == {"1.5"}
+    letters = engine.group.aborts
+    assert [(a.reason, a.procedure) for a in letters] == [("wrong_epoch", "<decision>")] * 4
+    assert "epoch 0" in letters[0].error and "prepared at 1" in letters[0].error
+    engine.participant.decide(Decision("1.5", 1, True))  # the right one still commits
+    assert engine.group.ws.tables["accounts"] == {(1,): {"balance": 70}}
+    assert reply(engine) == EngineReply("1.5", 0, "ack", True, detail="committed")
+
+
+def test_parameters_that_do_not_fit_the_signature_run_nothing() -> None:
+    engine, _ = opened(1, 2)
+    cases: list[tuple[dict[str, Any], str]] = [
+        ({"account": 1}, "'amount' is missing"),
+        ({"account": 1, "amount": 5, "note": "x"}, "'note' is not declared"),
+        ({"account": 1, "amount": "5"}, "'amount': Input should be a valid integer"),
+    ]
+    for params, named in cases:
+        for kind in ("run", "prepare"):
+            assert send(
+                engine, kind, "1.9", move("credit", 2, 1), Fragment.call(1, "debit", **params)
+            )
+            r = reply(engine)
+            assert (r.ok, r.reason) == (False, "bad_request"), r
+            assert named in r.detail and "fragment debit" in r.detail, r.detail
+    assert "accounts" not in engine.group.ws.tables and not engine.participant.blocked
+    assert engine.group.oltp_aborts == {("debit", "bad_request"): 6}
 
 
 def test_abort_before_prepare_makes_the_prepare_vote_no() -> None:

@@ -8,6 +8,7 @@ results and completes the waiting futures; `submit` keeps many requests in fligh
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
@@ -25,9 +26,19 @@ from txstream.kafka.clients import (
 )
 from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Key
-from txstream.oltp.messages import Fragment, Query, TxnRequest, TxnResult, Wire, key_json
+from txstream.oltp.messages import (
+    Fragment,
+    Query,
+    TxnRequest,
+    TxnResult,
+    Wire,
+    WireDecodeError,
+    key_json,
+)
 from txstream.oltp.predicates import Aggregate, Condition
 from txstream.schemas.registry import SchemaRegistry
+
+log = logging.getLogger(__name__)
 
 
 class OltpTimeout(TimeoutError):
@@ -113,7 +124,11 @@ class TxClient:
             for msg in self.consumer.consume(500, timeout=0.005):  # waits out the timeout
                 if msg.error() is not None or not msg.value():
                     continue
-                result = self.wire.decode(TxnResult, msg.value() or b"")
+                try:
+                    result = self.wire.decode(TxnResult, msg.value() or b"")
+                except WireDecodeError as e:  # anyone can write to the topic: read past it
+                    log.warning("skipping %s@%s: %s", msg.topic(), msg.offset(), e)
+                    continue
                 with self._lock:
                     future = self._pending.pop(result.request_id, None)
                 if future is not None:

@@ -7,7 +7,7 @@ from prometheus_client import Counter, Gauge
 OUTCOMES = Counter(
     "txstream_coordinator_outcomes_total",
     "Transactions and reads by outcome (single_committed, 2pc_committed, "
-    "2pc_aborted_<reason>, reads, read_timeout, failed, ...)",
+    "2pc_aborted_<reason>, reads, read_timeout, failed, refused_reply_to, undecodable, ...)",
     ["outcome"],
 )
 IN_DOUBT = Gauge("txstream_coordinator_in_doubt", "2PC transactions begun and not yet ended")

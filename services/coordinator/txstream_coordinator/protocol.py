@@ -7,17 +7,27 @@ COMMIT whose decision is not in the coordinator log.
 A 2PC transaction's BEGIN (naming its participants) commits with its PREPAREs, so after a
 crash the log lists every transaction that may be in doubt: undecided ones are aborted,
 decided ones not acknowledged by every participant get their decision again.
+
+A decision carries the epoch of the prepare it decides (the begin's), however many times
+the coordinator restarts before every participant has it; a participant takes a decision
+only at that epoch. Who wrote a decision cannot be checked here: Kafka records carry no
+producer identity a consumer can verify, short of topic ACLs. What is enforced is that no
+record the coordinator writes can be mistaken for a decision: a client's result goes only
+to the client reply topic (`AppTopics.reply_problem`), and every message carries its type
+on the wire (`txstream.oltp.messages`).
 """
 
 from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics
+from txstream.model.declarations import Transaction
 from txstream.oltp.messages import (
     CoordinatorLog,
     Decision,
@@ -40,6 +50,8 @@ class Actions:
     requests: list[tuple[int, EngineRequest]] = field(default_factory=list)
     results: list[tuple[str, TxnResult]] = field(default_factory=list)  # (reply_to, result)
     decisions: list[tuple[int, Decision]] = field(default_factory=list)
+    # requests answered nowhere, since their reply_to may not take a result: (request, why)
+    refused: list[tuple[TxnRequest, str]] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.log or self.requests or self.results or self.decisions)
@@ -49,11 +61,13 @@ class Actions:
         self.requests += other.requests
         self.results += other.results
         self.decisions += other.decisions
+        self.refused += other.refused
 
 
 @dataclass
 class _TwoPC:
     txn_id: str
+    epoch: int  # of its begin and prepares: every decision on it carries this one
     request_id: str
     reply_to: str
     participants: list[int]
@@ -79,13 +93,15 @@ class Coordinator:
     def __init__(
         self,
         partitions: int,
-        transactions: Iterable[str] = (),
+        topics: AppTopics,
+        transactions: Mapping[str, Transaction],
         tables: Iterable[str] = (),
         resend_s: float = 2.0,
         on_count: Callable[[str], None] = lambda outcome: None,
     ) -> None:
         self.partitions = partitions
-        self.transactions = set(transactions)
+        self.topics = topics
+        self.transactions = dict(transactions)
         self.tables = set(tables)
         self.resend_s = resend_s
         self.epoch = 0
@@ -116,7 +132,7 @@ class Coordinator:
         self.epoch += 1
         acts.log.append(CoordinatorLog("epoch", self.epoch))
         for txn_id, b in begun.items():
-            t = _TwoPC(txn_id, b.request_id, b.reply_to, list(b.participants), [], now)
+            t = _TwoPC(txn_id, b.epoch, b.request_id, b.reply_to, list(b.participants), [], now)
             self.active[txn_id] = t
             d = decided.get(txn_id)
             if d is None:
@@ -137,6 +153,11 @@ class Coordinator:
 
     def request(self, req: TxnRequest, now: float) -> Actions:
         acts = Actions()
+        refused = self.topics.reply_problem(req.reply_to)
+        if refused is not None:
+            acts.refused.append((req, refused))
+            self._count("refused_reply_to")
+            return acts
         txn_id = self._next_txn()
         problem = self._invalid(req)
         if problem is not None:
@@ -165,7 +186,9 @@ class Coordinator:
                 )
             )
             return acts
-        t = _TwoPC(txn_id, req.request_id, req.reply_to, participants, placement, deadline)
+        t = _TwoPC(
+            txn_id, self.epoch, req.request_id, req.reply_to, participants, placement, deadline
+        )
         self.active[txn_id] = t
         acts.log.append(
             CoordinatorLog(
@@ -252,9 +275,10 @@ class Coordinator:
         t = self.active.get(rep.txn_id)
         if t is None:
             # An inquiry about a finished transaction (or one this log never began:
-            # presumed abort). Either way the participant gets the decision again.
+            # presumed abort). Either way the participant gets the decision again, at the
+            # epoch of its prepare, which its vote names.
             commit = self.outcomes.get(rep.txn_id, False)
-            acts.decisions.append((rep.partition, Decision(rep.txn_id, self.epoch, commit)))
+            acts.decisions.append((rep.partition, Decision(rep.txn_id, rep.epoch, commit)))
             return
         if t.commit is not None:
             self._send_decision(t, [rep.partition], now, acts)
@@ -307,7 +331,7 @@ class Coordinator:
         assert t.commit is not None
         t.resend_at = now + self.resend_s
         for p in to:
-            acts.decisions.append((p, Decision(t.txn_id, self.epoch, t.commit)))
+            acts.decisions.append((p, Decision(t.txn_id, t.epoch, t.commit)))
 
     def _ack(self, rep: EngineReply, acts: Actions) -> None:
         t = self.active.get(rep.txn_id)
@@ -398,9 +422,10 @@ class Coordinator:
         if not req.fragments:
             return "a transaction needs at least one fragment"
         for f in req.fragments:
-            if self.transactions and f.procedure not in self.transactions:
+            tx = self.transactions.get(f.procedure)
+            if tx is None:
                 return f"no transaction {f.procedure!r}; registered: {sorted(self.transactions)}"
-            bad = _bad_key(f.key) or _bad_params(f.params)
+            bad = _bad_key(f.key) or _bad_params(f.params, tx)
             if bad is not None:
                 return f"fragment {f.procedure}: {bad}"
         return None
@@ -427,12 +452,12 @@ def _bad_key(text: str) -> str | None:
     return None
 
 
-def _bad_params(text: str) -> str | None:
+def _bad_params(text: str, tx: Transaction) -> str | None:
     try:
         value = json.loads(text)
     except json.JSONDecodeError as e:
         return f"params are not JSON: {e}"
-    return None if isinstance(value, dict) else f"params must be a JSON object, not {text!r}"
+    return tx.problem(value)
 
 
 def _row_key(row: list[Any]) -> tuple[tuple[int, int | str], ...]:

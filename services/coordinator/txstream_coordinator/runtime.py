@@ -55,6 +55,7 @@ class CoordinatorService:
         decl = self.app.decl
         self.machine = Coordinator(
             partitions,
+            self.topics,
             decl.transactions,
             decl.tables,
             self.resend_s,
@@ -128,6 +129,7 @@ class CoordinatorService:
             return self.machine.reply(self.wire.decode(EngineReply, msg.value() or b""), now)
         except (ValueError, TypeError, EOFError, KeyError) as e:
             log.error("skipping undecodable record %s[0]@%s: %s", topic, msg.offset(), e)
+            metrics.OUTCOMES.labels("undecodable").inc()
             return Actions()
 
     def _flush(self, acts: Actions, force: bool = False) -> None:
@@ -136,6 +138,8 @@ class CoordinatorService:
         record that makes it durable, atomically; a restarted coordinator's
         `init_transactions` completes a transaction the crash left committing before it
         reads the log, so it never misses a decision a participant has seen."""
+        for refused, why in acts.refused:
+            log.warning("refused request %s, answered nowhere: %s", refused.request_id, why)
         if not acts and not self._offsets and not force:
             return
         p = self.producer

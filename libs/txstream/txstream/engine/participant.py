@@ -9,7 +9,13 @@ defers it, with everything after it, so inputs still run in arrival order. Read 
 at the vote, as strict 2PL allows once a transaction reads no more. Dataflow TEs are not
 checked row by row; the task defers them while anything is prepared.
 A decision applies or drops a held write set only if it names that transaction exactly,
-which makes decisions idempotent and keeps a delayed one off later transactions.
+which makes decisions idempotent and keeps a delayed one off later transactions, and only
+at the epoch of its prepare: one at another epoch is dead-lettered (`wrong_epoch`) and the
+write set stays held until the right one comes. That a decision came from the coordinator's
+producer cannot be checked here (Kafka gives a record no producer identity to verify, short
+of topic ACLs); the epoch, the message type on the wire and the coordinator's refusal to
+write a client's result anywhere but the client reply topic are what keep a record that is
+not the coordinator's decision from deciding.
 """
 
 from __future__ import annotations
@@ -22,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from txstream.engine.context import TxnContext
-from txstream.engine.group import Group
+from txstream.engine.group import AbortRecord, Group
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, scan
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Procedure, Record
@@ -131,6 +137,10 @@ class Participant:
                 self._aborted.append(d.txn_id)
             self._reply(d.txn_id, "ack", True, detail="not prepared here")
             return
+        if d.epoch != held.epoch:
+            detail = f"decision on {d.txn_id} at epoch {d.epoch}; it was prepared at {held.epoch}"
+            group.aborts.append(AbortRecord("<decision>", "decisions", -1, "wrong_epoch", detail))
+            return
         if d.commit:
             held.ws.merge_into(group.ws)
         group.ws.put(PREPARED_TABLE, (held.txn_id,), TOMBSTONE)
@@ -219,6 +229,7 @@ class Participant:
             results=held.results,
             request_id=held.request_id,
             reply_to=held.reply_to,
+            epoch=held.epoch,
         )
 
     def _read(self, req: EngineRequest) -> None:
@@ -283,6 +294,14 @@ class Participant:
                     "unknown_procedure",
                     f"no transaction {f.procedure!r}; registered: {sorted(decl.transactions)}",
                 )
+            try:
+                args = f.args()
+            except ValueError as e:
+                detail = f"fragment {f.procedure}: params are not JSON: {e}"
+                return _Failed("bad_request", detail, f.procedure)
+            problem = tx.problem(args)
+            if problem is not None:
+                return _Failed("bad_request", f"fragment {f.procedure}: {problem}", f.procedure)
             ctx = TxnContext(
                 Procedure(f.procedure, _no_batch, "<oltp>"),
                 -1,
@@ -297,7 +316,7 @@ class Participant:
             )
             started = time.perf_counter()
             try:
-                results.append(tx.fn(ctx, f.args()))
+                results.append(tx.fn(ctx, args))
             except TxnAbort as e:
                 return _Failed(e.reason, str(e), f.procedure)
             except (StateUnavailable, Conflict):
@@ -324,9 +343,10 @@ class Participant:
         req: EngineRequest | None = None,
         request_id: str = "",
         reply_to: str = "",
+        epoch: int = 0,
     ) -> None:
         if req is not None:
-            request_id, reply_to = req.request_id, req.reply_to
+            request_id, reply_to, epoch = req.request_id, req.reply_to, req.epoch
         self.engine.group.replies.append(
             EngineReply(
                 txn_id,
@@ -339,6 +359,7 @@ class Participant:
                 rows,
                 request_id,
                 reply_to,
+                epoch,
             )
         )
 

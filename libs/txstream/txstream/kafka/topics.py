@@ -60,6 +60,18 @@ class AppTopics:
         """The coordinator to clients: one TxnResult per request (one partition)."""
         return f"{self.app}.oltp.out"
 
+    def reply_problem(self, topic: str) -> str | None:
+        """Why the coordinator may not write a client's result to `topic` (None: it may).
+
+        Only `oltp_out` takes results. Any other topic of the app would take a result as
+        one of its own records (on `decisions`, a failed result named for a prepared
+        transaction read as its COMMIT), and a topic that does not exist would fail the
+        coordinator's Kafka transaction; so a client cannot choose where its answer goes.
+        """
+        if topic == self.oltp_out:
+            return None
+        return f"reply_to {topic!r} is not the app's client reply topic {self.oltp_out!r}"
+
     @property
     def coordinator_log(self) -> str:
         """The coordinator's durable 2PC log (one partition, kept)."""

@@ -31,6 +31,7 @@ from txstream.model.declarations import (
     Window,
 )
 from txstream.model.errors import DataflowError
+from txstream.model.signature import Signature
 from txstream.model.windows import TimeWindowSpec, TupleWindowSpec
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -112,14 +113,19 @@ class App:
 
         return register
 
-    def transaction(self, name: str | None = None) -> Callable[[TransactionFn], TransactionFn]:
+    def transaction(
+        self, name: str | None = None, params: type | None = None
+    ) -> Callable[[TransactionFn], TransactionFn]:
         """Register an OLTP procedure `fn(ctx, params) -> result`, callable by clients.
 
         A call names a key; the partition engine owning that key runs it between TEs. A
-        call spanning partitions runs each fragment in its engine under 2PC."""
+        call spanning partitions runs each fragment in its engine under 2PC. `params`, a
+        TypedDict, declares the parameters: a call that does not fit fails as bad_request."""
 
         def register(fn: TransactionFn) -> TransactionFn:
-            self._add(self.decl.transactions, Transaction(name or fn.__name__, fn), "transaction")
+            tx_name = name or fn.__name__
+            signature = None if params is None else Signature(tx_name, params)
+            self._add(self.decl.transactions, Transaction(tx_name, fn, signature), "transaction")
             return fn
 
         return register

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from txstream.model.signature import Signature
 from txstream.model.windows import TimeWindowSpec, TupleWindowSpec
 
 Record = dict[str, Any]
@@ -77,10 +78,20 @@ class Procedure:
 class Transaction:
     """A registered OLTP procedure: called with parameters, returns a JSON-able result.
 
-    It runs in the partition engine that owns the key it was called with, between TEs."""
+    It runs in the partition engine that owns the key it was called with, between TEs.
+    With a `signature`, calls whose parameters do not fit it never run."""
 
     name: str
     fn: TransactionFn
+    signature: Signature | None = None
+
+    def problem(self, params: object) -> str | None:
+        """Why `params` cannot be this transaction's parameters, or None."""
+        if self.signature is not None:
+            return self.signature.problem(params)
+        if not isinstance(params, dict):
+            return f"parameters must be a JSON object, not {params!r}"
+        return None
 
 
 @dataclass(frozen=True)

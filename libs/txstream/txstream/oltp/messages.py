@@ -2,18 +2,25 @@
 
 Procedure parameters, results and rows are JSON inside the Avro record: they are the
 user's free-form values, while everything the protocol itself reads is typed.
+
+On the wire each message is one type byte, then its schemaless Avro record. Schemaless
+Avro carries no type of its own, so without the byte one message's bytes decode as another
+(a client's failed result, written to the decisions topic, read as a COMMIT of the
+transaction its request_id named). `Wire.decode` takes only the byte of the type it was
+asked for, and only a record that uses up every byte.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, TypeVar
+from io import BytesIO
+from typing import Any, ClassVar, TypeVar, cast
 
+from fastavro import schemaless_reader, schemaless_writer
 from fastavro.types import Schema
 
 from txstream.model.declarations import Key, Record
-from txstream.schemas.records import decode_record, encode_record
 from txstream.schemas.registry import SchemaRegistry
 
 M = TypeVar("M", bound="Message")
@@ -75,10 +82,15 @@ class Query:
     aggregates: str = "[]"
 
 
+class WireDecodeError(ValueError):
+    """Bytes that are not a record of the message type they were read as."""
+
+
 class Message:
     """A dataclass with an Avro schema; nested Fragment and Query records come back typed."""
 
     schema_name: ClassVar[str]
+    type_byte: ClassVar[bytes]  # first byte on the wire: which message this is
 
     def record(self) -> dict[str, Any]:
         """The fields as Avro takes them; a shallow copy, since `asdict`'s deep copy cost
@@ -102,6 +114,7 @@ class Message:
 @dataclass(frozen=True)
 class TxnRequest(Message):
     schema_name = "txstream.TxnRequest"
+    type_byte = b"Q"
     request_id: str
     reply_to: str
     timeout_ms: int
@@ -112,6 +125,7 @@ class TxnRequest(Message):
 @dataclass(frozen=True)
 class TxnResult(Message):
     schema_name = "txstream.TxnResult"
+    type_byte = b"R"
     request_id: str
     txn_id: str
     status: str  # committed | aborted | failed
@@ -136,6 +150,7 @@ class TxnResult(Message):
 @dataclass(frozen=True)
 class EngineRequest(Message):
     schema_name = "txstream.EngineRequest"
+    type_byte = b"E"
     txn_id: str
     epoch: int
     kind: str  # run | prepare | read
@@ -148,6 +163,7 @@ class EngineRequest(Message):
 @dataclass(frozen=True)
 class Decision(Message):
     schema_name = "txstream.Decision"
+    type_byte = b"D"
     txn_id: str
     epoch: int
     commit: bool
@@ -156,6 +172,7 @@ class Decision(Message):
 @dataclass(frozen=True)
 class EngineReply(Message):
     schema_name = "txstream.EngineReply"
+    type_byte = b"Y"
     txn_id: str
     partition: int
     kind: str  # result | vote | ack | rows
@@ -166,11 +183,13 @@ class EngineReply(Message):
     rows: str = "[]"
     request_id: str = ""
     reply_to: str = ""
+    epoch: int = 0  # a vote: its prepare's epoch, which the decision must carry
 
 
 @dataclass(frozen=True)
 class CoordinatorLog(Message):
     schema_name = "txstream.CoordinatorLog"
+    type_byte = b"L"
     kind: str  # epoch | begin | decision | end
     epoch: int
     txn_id: str = ""
@@ -180,6 +199,17 @@ class CoordinatorLog(Message):
     request_id: str = ""
     reply_to: str = ""
     results: str = "[]"
+
+
+MESSAGE_TYPES: tuple[type[Message], ...] = (
+    TxnRequest,
+    TxnResult,
+    EngineRequest,
+    Decision,
+    EngineReply,
+    CoordinatorLog,
+)
+_BY_TYPE_BYTE = {m.type_byte: m.schema_name for m in MESSAGE_TYPES}
 
 
 class Wire:
@@ -196,7 +226,28 @@ class Wire:
         return schema
 
     def encode(self, message: Message) -> bytes:
-        return encode_record(self._schema(message.schema_name), message.record())
+        out = BytesIO()
+        out.write(message.type_byte)
+        schemaless_writer(out, self._schema(message.schema_name), message.record())
+        return out.getvalue()
 
     def decode(self, cls: type[M], data: bytes) -> M:
-        return cls.from_record(decode_record(self._schema(cls.schema_name), data))
+        """The message, or `WireDecodeError` saying why these bytes are not one: garbage
+        makes fastavro raise almost anything (IndexError, EOFError, UnicodeDecodeError, ...),
+        and every reader must be able to move past it."""
+        head = data[:1]
+        if head != cls.type_byte:
+            found = _BY_TYPE_BYTE.get(head)
+            what = f"a {found}" if found else f"type byte {head!r}"
+            raise WireDecodeError(f"expected a {cls.schema_name}, found {what}")
+        buf = BytesIO(data)
+        buf.seek(1)
+        try:
+            record = schemaless_reader(buf, self._schema(cls.schema_name), None)
+            message = cls.from_record(cast(dict[str, Any], record))
+        except Exception as e:
+            raise WireDecodeError(f"not a {cls.schema_name}: {type(e).__name__}: {e}") from e
+        left = len(data) - buf.tell()
+        if left:
+            raise WireDecodeError(f"not a {cls.schema_name}: {left} bytes after the record")
+        return message
