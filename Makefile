@@ -90,9 +90,12 @@ test: setup lint
 
 # The fault suite at full length: more votes, more kills, three seeds per case; and the
 # warehouse ETL's kill test, with a kill between two table commits of one micro-batch.
-# A failing case names its seed; rerun it alone with TXSTREAM_FAULT_SEED=<seed>.
+# A failing case names its seed; rerun it alone with TXSTREAM_FAULT_SEED=<seed>. Also the
+# engine's property tests at 5,000 examples, and the commit-protocol simulation at 10,000
+# seeds (a failing one says how to rerun it alone: TXSTREAM_SIM_SEED=<seed>).
 faults: setup
-	TXSTREAM_FAULTS=long $(BIN)/pytest -q -ra tests/faults tests/integration/test_etl_warehouse.py
+	TXSTREAM_FAULTS=long $(BIN)/pytest -q -ra tests/faults tests/integration/test_etl_warehouse.py \
+	  tests/property tests/simulation
 
 # Quix Streams, a peer in the leaderboard benchmark, pins confluent-kafka < 2.13: its own venv.
 peers-venv: $(PEERS_VENV)/.installed
