@@ -55,8 +55,13 @@ class BankCluster:
         return self._start(args, "worker.log", failpoints)
 
     def coordinator(
-        self, failpoints: str = "", http_port: int = 0, metrics_port: int = 0
+        self,
+        failpoints: str = "",
+        http_port: int = 0,
+        metrics_port: int = 0,
+        log: str = "coordinator.log",
     ) -> ServiceProcess:
+        """A coordinator; give each of several its own `log` to tell active from standby."""
         args = [
             "coordinator",
             "run",
@@ -65,7 +70,7 @@ class BankCluster:
             "--metrics-port",
             str(metrics_port),
         ]
-        return self._start(args, "coordinator.log", failpoints)
+        return self._start(args, log, failpoints)
 
     def stop_all(self) -> None:
         for proc in self.processes:

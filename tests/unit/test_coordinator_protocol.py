@@ -3,7 +3,9 @@
 Covered: single-partition routing (no log), 2PC begin/prepare/vote/decision/ack/end with
 results in request order, abort on a no vote and on timeout, resending unacknowledged
 decisions, recovery from the log (new epoch, presumed abort of the undecided, resend of
-the decided), inquiries answered from outcomes, request validation (parameters against the
+the decided), where the log may be truncated (below the oldest open transaction, never
+past the newest record, and replaying the rest gives the same state), inquiries answered
+from outcomes, request validation (parameters against the
 transaction's declared signature included), a reply_to other than the client reply topic
 refused and answered nowhere, decisions at the epoch of their prepare however often the
 coordinator restarts, keyed/scan reads and aggregates combined across partitions. These
@@ -31,7 +33,7 @@ from txstream.oltp.messages import (
     TxnResult,
     key_json,
 )
-from txstream_coordinator.protocol import Coordinator
+from txstream_coordinator.protocol import Actions, Coordinator
 
 P = 3
 TOPICS = AppTopics("bank")
@@ -196,7 +198,7 @@ def test_recovery_takes_a_new_epoch_aborts_undecided_and_resends_decided() -> No
         CoordinatorLog("decision", 1, "1.3", [0, 1], True, "", "rc", "cc", "[]"),
         CoordinatorLog("end", 1, "1.3", [0, 1], True),
     ]
-    acts = c.recover(log, now=50.0)
+    acts = c.recover(enumerate(log), now=50.0)
     assert c.epoch == 2
     assert acts.log == [
         CoordinatorLog("epoch", 2),
@@ -219,6 +221,93 @@ def test_recovery_takes_a_new_epoch_aborts_undecided_and_resends_decided() -> No
     # each at the epoch the vote names, its prepare's
     assert c.reply(vote("1.3", 1, epoch=1), 52.0).decisions == [(1, Decision("1.3", 1, True))]
     assert c.reply(vote("7.7", 0, epoch=7), 52.0).decisions == [(0, Decision("7.7", 7, False))]
+
+
+def log_actions(c: Coordinator, acts: Actions, log: list[CoordinatorLog]) -> None:
+    """What the runtime does after committing: append the log records, report offsets."""
+    for record in acts.log:
+        log.append(record)
+        c.logged(record, len(log) - 1)
+
+
+def test_nothing_logged_means_nothing_to_truncate() -> None:
+    assert coordinator().truncation_point() is None
+
+
+def test_truncation_point_is_the_oldest_open_begin_else_the_newest_record() -> None:
+    c, log = coordinator(), list[CoordinatorLog]()
+    log_actions(c, c.recover([], 1.0), log)  # the epoch record, at 0
+    assert c.truncation_point() == 0, "the epoch record stays while it is the newest"
+    frags = [move("debit", key_on(0)), move("credit", key_on(1))]
+    log_actions(c, c.request(txn(*frags), 2.0), log)  # t1 begins at 1
+    log_actions(c, c.request(txn(*frags), 2.1), log)  # t2 begins at 2
+    t1, t2 = c.active
+    assert c.truncation_point() == 1
+    for p in (0, 1):
+        log_actions(c, c.reply(vote(t1, p, epoch=1), 3.0), log)  # t1 decided at 3
+    assert c.truncation_point() == 1, "a decided transaction is open until every ack"
+    for p in (0, 1):
+        log_actions(c, c.reply(ack(t1, p), 3.1), log)  # t1 ends at 4
+    assert c.truncation_point() == 2, "t2, still undecided, keeps its begin"
+    c.request(txn(*frags), 4.0)  # t3's begin, not yet committed: it will come after 4
+    assert c.truncation_point() == 2
+    for p in (0, 1):
+        log_actions(c, c.reply(vote(t2, p, ok=False, reason="conflict"), 5.0), log)
+        log_actions(c, c.reply(ack(t2, p), 5.1), log)  # t2 aborted and ended
+    assert c.truncation_point() == len(log) - 1, "t3 not logged yet: keep the newest record"
+
+
+def test_recovery_after_truncation_gives_the_same_state_and_epoch() -> None:
+    c, log = coordinator(), list[CoordinatorLog]()
+    log_actions(c, c.recover([], 1.0), log)
+    frags = [move("debit", key_on(0)), move("credit", key_on(2))]
+    for i in range(3):  # three transactions that end
+        log_actions(c, c.request(txn(*frags), 2.0 + i), log)
+        (t,) = c.active
+        for p in (0, 2):
+            log_actions(c, c.reply(vote(t, p, epoch=1), 2.1 + i), log)
+        for p in (0, 2):
+            log_actions(c, c.reply(ack(t, p), 2.2 + i), log)
+    log_actions(c, c.request(txn(*frags), 6.0), log)  # decided, one ack short
+    log_actions(c, c.request(txn(*frags), 6.1), log)  # undecided
+    decided, undecided = c.active
+    for p in (0, 2):
+        log_actions(c, c.reply(vote(decided, p, epoch=1), 6.2), log)
+    log_actions(c, c.reply(ack(decided, 0), 6.3), log)
+    cut = c.truncation_point()
+    assert cut is not None and cut == log.index(
+        CoordinatorLog("begin", 1, decided, [0, 2], request_id="req-1", reply_to=CLIENT)
+    )
+    kept = list(enumerate(log))[cut:]
+
+    whole, truncated = coordinator(), coordinator()
+    whole_acts = whole.recover(enumerate(log), 10.0)
+    truncated_acts = truncated.recover(kept, 10.0)
+    assert truncated.epoch == whole.epoch == 2
+    assert truncated_acts.log == whole_acts.log
+    assert (
+        truncated_acts.decisions
+        == whole_acts.decisions
+        == [
+            (0, Decision(decided, 1, True)),
+            (2, Decision(decided, 1, True)),
+            (0, Decision(undecided, 1, False)),
+            (2, Decision(undecided, 1, False)),
+        ]
+    )
+    assert set(truncated.active) == set(whole.active) == {decided, undecided}
+    assert truncated.truncation_point() == whole.truncation_point() == cut
+
+
+def test_truncating_an_idle_log_keeps_the_epoch() -> None:
+    c, log = coordinator(), [CoordinatorLog("epoch", 4)]
+    c.recover(enumerate(log), 1.0)
+    log_actions(c, Actions(log=[CoordinatorLog("epoch", c.epoch)]), log)
+    cut = c.truncation_point()
+    assert cut == 1
+    again = coordinator()
+    again.recover(list(enumerate(log))[cut:], 2.0)
+    assert again.epoch == 6, "the successor still takes a higher epoch than any before"
 
 
 @pytest.mark.parametrize(

@@ -64,6 +64,10 @@ class Settings(BaseSettings):
     # A worker that dies is replaced in its slot within seconds (static membership); a
     # worker stopped for good holds its partitions this long. The broker's minimum is 6 s.
     worker_session_timeout_s: float = 10.0
+    # A standby coordinator takes over this long (plus about a second) after the active one
+    # dies; the broker's minimum is 6 s. The active one truncates its log this often.
+    coordinator_session_timeout_s: float = Field(default=6.0, gt=0)
+    coordinator_log_truncate_s: float = Field(default=30.0, gt=0)
     schema_dir: Path = project_root() / "schemas"
     # The native stack's Prometheus (Debian's package); services register their own targets.
     prometheus_bin: str = "prometheus"

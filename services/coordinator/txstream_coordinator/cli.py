@@ -32,7 +32,7 @@ def run(
     resend_s: float = typer.Option(2.0, help="resend an unacknowledged decision after this"),
 ) -> None:
     """Serve transactions and queries for the app; restart it and it resolves what it
-    left in doubt from its log."""
+    left in doubt from its log. Run it twice or more for standbys: one serves at a time."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
     try:
         application = load_app(app_spec, json.loads(params))

@@ -14,3 +14,7 @@ IN_DOUBT = Gauge("txstream_coordinator_in_doubt", "2PC transactions begun and no
 RECOVERY_SECONDS = Gauge(
     "txstream_coordinator_recovery_seconds", "Time to replay the log and resolve what was in doubt"
 )
+ACTIVE = Gauge("txstream_coordinator_active", "1 while this process is the active coordinator")
+LOG_START = Gauge(
+    "txstream_coordinator_log_start_offset", "The coordinator log's first offset, after truncation"
+)

@@ -8,6 +8,14 @@ A 2PC transaction's BEGIN (naming its participants) commits with its PREPAREs, s
 crash the log lists every transaction that may be in doubt: undecided ones are aborted,
 decided ones not acknowledged by every participant get their decision again.
 
+The log is truncated below `Coordinator.truncation_point()`: the first record of the
+oldest open transaction, and never past the last record this incarnation logged, which
+carries the current epoch, so a successor still takes a higher one. What goes is ended
+transactions only; their outcomes are then forgotten, which is safe because an end is
+logged only once every participant has acknowledged the decision and so none will ask
+again (an unknown transaction is presumed aborted, as before). Truncating rather than
+compacting keeps the log a plain sequence that `recover` replays unchanged.
+
 A decision carries the epoch of the prepare it decides (the begin's), however many times
 the coordinator restarts before every participant has it; a participant takes a decision
 only at that epoch. Who wrote a decision cannot be checked here: Kafka records carry no
@@ -77,6 +85,7 @@ class _TwoPC:
     commit: bool | None = None
     acks: set[int] = field(default_factory=set)
     resend_at: float = 0.0
+    first_offset: int | None = None  # of its begin in the log, once logged
 
 
 @dataclass
@@ -111,18 +120,23 @@ class Coordinator:
         self.outcomes: OrderedDict[str, bool] = OrderedDict()  # ended 2PC: commit?
         self.counts: dict[str, int] = {}
         self._on_count = on_count
+        self._last_logged: int | None = None  # the log offset of the newest record
 
     # -- start -----------------------------------------------------------------------
 
-    def recover(self, records: Iterable[CoordinatorLog], now: float) -> Actions:
-        """Replay the log: take a new epoch, abort the undecided, resend the unfinished."""
+    def recover(self, records: Iterable[tuple[int, CoordinatorLog]], now: float) -> Actions:
+        """Replay the log, (offset, record) in order: take a new epoch, abort the
+        undecided, resend the unfinished."""
         acts = Actions()
         begun: dict[str, CoordinatorLog] = {}
+        first: dict[str, int] = {}
         decided: dict[str, CoordinatorLog] = {}
-        for r in records:
+        for offset, r in records:
+            self._last_logged = offset
             self.epoch = max(self.epoch, r.epoch)
             if r.kind == "begin":
                 begun[r.txn_id] = r
+                first[r.txn_id] = offset
             elif r.kind == "decision":
                 decided[r.txn_id] = r
             elif r.kind == "end":
@@ -133,6 +147,7 @@ class Coordinator:
         acts.log.append(CoordinatorLog("epoch", self.epoch))
         for txn_id, b in begun.items():
             t = _TwoPC(txn_id, b.epoch, b.request_id, b.reply_to, list(b.participants), [], now)
+            t.first_offset = first[txn_id]
             self.active[txn_id] = t
             d = decided.get(txn_id)
             if d is None:
@@ -148,6 +163,29 @@ class Coordinator:
                 t.commit = d.commit
                 self._send_decision(t, t.participants, now, acts)
         return acts
+
+    # -- the log -----------------------------------------------------------------------
+
+    def logged(self, record: CoordinatorLog, offset: int) -> None:
+        """The runtime's word that `record` (of these actions) is committed at `offset`."""
+        self._last_logged = offset
+        if record.kind == "begin":
+            t = self.active.get(record.txn_id)
+            if t is not None:
+                t.first_offset = offset
+
+    def truncation_point(self) -> int | None:
+        """The offset below which the log may be deleted (None: nothing logged yet).
+
+        That is the first record of the oldest open transaction, or else the newest record
+        logged, which keeps the epoch. A transaction whose begin is not logged yet comes
+        after the newest record, so it needs no offset here. Call it only when every action
+        so far is committed: then this state is exactly what the log replays to.
+        """
+        if self._last_logged is None:
+            return None
+        firsts = [t.first_offset for t in self.active.values() if t.first_offset is not None]
+        return min([*firsts, self._last_logged])
 
     # -- inputs ------------------------------------------------------------------------
 

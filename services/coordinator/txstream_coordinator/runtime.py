@@ -4,6 +4,21 @@ It reads client requests (`<app>.oltp.in`) and engine replies (`<app>.replies`) 
 committed, and writes with one transactional producer, whose stable transactional.id
 fences a zombie coordinator. Input offsets commit inside the same Kafka transaction as the
 actions they caused, so after a crash each request and reply is handled exactly once.
+
+Any number of coordinator processes may run for one app: the consumer group picks the
+active one (`leadership.Leadership`) and the others stand by. A process that becomes
+active calls `init_transactions`, fencing its predecessor's producer, replays the log and
+serves; one that loses the role, or finds its producer fenced, stops serving and stands by
+again. Fencing alone would let whoever started last win, so two live coordinators would
+take the role from each other in turn; the group gives it to one and keeps it there. A
+standby takes over one session timeout (`coordinator_session_timeout_s`) after the active
+one dies, or at once when it stops cleanly.
+
+Every `coordinator_log_truncate_s` the active coordinator deletes the log below
+`Coordinator.truncation_point()` (`delete_records`), right after a commit, when the
+machine's state is exactly what the log replays to. Deleting keeps the log a plain
+sequence that recovery reads as ever; compaction would need a key per record and
+tombstones, and still keep one record per ended transaction.
 """
 
 from __future__ import annotations
@@ -11,14 +26,24 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
+from confluent_kafka import (
+    OFFSET_BEGINNING,
+    Consumer,
+    KafkaError,
+    KafkaException,
+    Message,
+    Producer,
+    TopicPartition,
+)
 
 from txstream import failpoints
 from txstream.config import Settings
-from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.clients import (
+    error_text,
     read_committed_consumer_config,
     send,
     transactional_producer_config,
@@ -29,11 +54,29 @@ from txstream.model.app import App
 from txstream.oltp.messages import CoordinatorLog, EngineReply, TxnRequest, Wire
 from txstream.schemas.registry import SchemaRegistry
 from txstream_coordinator import metrics
+from txstream_coordinator.leadership import Leadership
 from txstream_coordinator.protocol import Actions, Coordinator
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.005
+STANDBY_POLL_S = 0.1
+
+
+@dataclass
+class _Serving:
+    """The clients of the active role; a standby has none."""
+
+    producer: Producer
+    consumer: Consumer
+
+
+@dataclass
+class _Send:
+    topic: str
+    value: bytes
+    partition: int
+    key: bytes | None = None
 
 
 class CoordinatorService:
@@ -44,62 +87,101 @@ class CoordinatorService:
         self.wire = Wire(SchemaRegistry(settings.schema_dir))
         self.resend_s = resend_s
         self.stopping = threading.Event()
+        self.group_id = f"txstream-{app.name}-coordinator"
         self._offsets: dict[str, int] = {}
+        self._serving: _Serving | None = None
+        self._log_start = 0
+        self._truncate_at = 0.0
+
+    @property
+    def active(self) -> bool:
+        return self._serving is not None
 
     def open(self) -> None:
-        admin = TopicAdmin(self.settings)
+        """Make the topics and join the group; `step` serves once this process is active."""
+        self.admin = TopicAdmin(self.settings)
         ensure_topics(
-            admin, self.topics, self.app.decl.streams, self.settings.kafka_partitions, oltp=True
+            self.admin,
+            self.topics,
+            self.app.decl.streams,
+            self.settings.kafka_partitions,
+            oltp=True,
         )
-        partitions = len(admin.partitions(self.topics.requests))
+        self.partitions = len(self.admin.partitions(self.topics.requests))
+        self.machine = self._new_machine()
+        self.leadership = Leadership(self.settings, self.group_id, self.topics.oltp_in)
+        metrics.ACTIVE.set(0)
+        log.info(
+            "coordinator of %s standing by until group %s assigns it %s[0]",
+            self.app.name,
+            self.group_id,
+            self.topics.oltp_in,
+        )
+
+    def _new_machine(self) -> Coordinator:
         decl = self.app.decl
-        self.machine = Coordinator(
-            partitions,
+        return Coordinator(
+            self.partitions,
             self.topics,
             decl.transactions,
             decl.tables,
             self.resend_s,
             on_count=lambda outcome: metrics.OUTCOMES.labels(outcome).inc(),
         )
-        self.producer = Producer(
-            {
-                **transactional_producer_config(
-                    self.settings, f"txstream-{self.app.name}-coordinator"
-                ),
-                "linger.ms": 1,
-            }
-        )
-        self.producer.init_transactions(60)  # fences a zombie coordinator
+
+    def _take_over(self) -> None:
         started = time.monotonic()
+        producer = Producer(
+            {**transactional_producer_config(self.settings, self.group_id), "linger.ms": 1}
+        )
+        producer.init_transactions(60)  # fences the previous active coordinator
         records = list(self._log())
+        self.machine = self._new_machine()
         acts = self.machine.recover(records, time.monotonic())
+        self._log_start = self.admin.start_offset(self.topics.coordinator_log, 0)
+        self._truncate_at = time.monotonic() + self.settings.coordinator_log_truncate_s
         self.recovery_s = time.monotonic() - started
         metrics.RECOVERY_SECONDS.set(self.recovery_s)
-        in_doubt = len(self.machine.active)
-        log.info(
-            "coordinator of %s: epoch %d, %d log records, %d in doubt, %d partitions",
-            self.app.name,
-            self.machine.epoch,
-            len(records),
-            in_doubt,
-            partitions,
-        )
-        conf = read_committed_consumer_config(
-            self.settings, f"txstream-{self.app.name}-coordinator"
-        )
-        self.consumer = Consumer(conf)
+        metrics.LOG_START.set(self._log_start)
+        consumer = Consumer(read_committed_consumer_config(self.settings, self.group_id))
         inputs = [TopicPartition(self.topics.oltp_in, 0), TopicPartition(self.topics.replies, 0)]
-        committed = self.consumer.committed(inputs, timeout=30)
+        committed = consumer.committed(inputs, timeout=30)
         for tp in committed:
             if tp.offset < 0:
                 tp.offset = OFFSET_BEGINNING
-        self.consumer.assign(committed)
+        consumer.assign(committed)
+        self._serving = _Serving(producer, consumer)
+        self._offsets = {}
+        metrics.ACTIVE.set(1)
+        log.info(
+            "coordinator of %s took over: epoch %d, %d log records from offset %d, "
+            "%d in doubt, %d partitions",
+            self.app.name,
+            self.machine.epoch,
+            len(records),
+            self._log_start,
+            len(self.machine.active),
+            self.partitions,
+        )
         self._flush(acts, force=True)
 
-    def _log(self) -> Iterator[CoordinatorLog]:
+    def _stand_by(self, why: str, rejoin: bool) -> None:
+        """Stop serving; after a fenced producer also rejoin the group as a new member, so
+        the group, not this process's stale view of it, says who is active."""
+        log.warning("coordinator of %s standing by: %s", self.app.name, why)
+        serving, self._serving = self._serving, None
+        metrics.ACTIVE.set(0)
+        self._offsets = {}
+        if serving is not None:
+            serving.consumer.close()
+        if rejoin:
+            self.leadership.close()
+            self.leadership = Leadership(self.settings, self.group_id, self.topics.oltp_in)
+
+    def _log(self) -> Iterator[tuple[int, CoordinatorLog]]:
         for msg in read_to_committed_end(self.settings, self.topics.coordinator_log, 0, 0):
             if msg.value():
-                yield self.wire.decode(CoordinatorLog, msg.value() or b"")
+                yield msg.offset() or 0, self.wire.decode(CoordinatorLog, msg.value() or b"")
 
     def run(self) -> None:
         try:
@@ -109,16 +191,31 @@ class CoordinatorService:
             self.close()
 
     def step(self, max_records: int = 2000) -> None:
+        held = self.leadership.held(0.0 if self.active else STANDBY_POLL_S)
+        try:
+            if held and not self.active:
+                self._take_over()
+            elif not held and self.active:
+                self._stand_by("the group assigned the role to another process", rejoin=False)
+            if self._serving is not None:
+                self._serve(self._serving, max_records)
+        except KafkaException as e:
+            if not self.active:
+                raise
+            self._stand_by(f"cannot commit: {error_text(e)}", rejoin=True)
+
+    def _serve(self, serving: _Serving, max_records: int) -> None:
         acts = Actions()
         now = time.monotonic()
         # consume() waits out its whole timeout unless max_records arrive: keep it short,
         # since every client and every 2PC participant waits on this loop.
-        for msg in self.consumer.consume(max_records, timeout=POLL_S):
+        for msg in serving.consumer.consume(max_records, timeout=POLL_S):
             if msg.error() is None:
                 acts.extend(self._handle(msg, now))
         acts.extend(self.machine.tick(time.monotonic()))
         self._flush(acts)
         metrics.IN_DOUBT.set(len(self.machine.active))
+        self._truncate()
 
     def _handle(self, msg: Message, now: float) -> Actions:
         topic = msg.topic() or ""
@@ -135,40 +232,108 @@ class CoordinatorService:
     def _flush(self, acts: Actions, force: bool = False) -> None:
         """One Kafka transaction for the step: log records, engine requests, client results,
         decisions and input offsets. A decision reaches participants only with the log
-        record that makes it durable, atomically; a restarted coordinator's
-        `init_transactions` completes a transaction the crash left committing before it
-        reads the log, so it never misses a decision a participant has seen."""
+        record that makes it durable, atomically; a coordinator taking over calls
+        `init_transactions`, which completes a transaction the crash left committing, before
+        it reads the log, so it never misses a decision a participant has seen.
+
+        A transaction the broker aborts (e.g. an offset commit racing a rebalance of the
+        group) is sent again whole while this process still holds the role; anything else
+        (a fenced producer) raises, and the caller stands by."""
         for refused, why in acts.refused:
             log.warning("refused request %s, answered nowhere: %s", refused.request_id, why)
         if not acts and not self._offsets and not force:
             return
-        p = self.producer
-        p.begin_transaction()
-        for record in acts.log:
-            send(p, self.topics.coordinator_log, self.wire.encode(record), partition=0)
-        for part, req in acts.requests:
-            if req.kind == "prepare" and failpoints.hit("coordinator.drop_prepare"):
-                log.warning("failpoint: dropping the prepare of %s to %d", req.txn_id, part)
-                continue
-            send(p, self.topics.requests, self.wire.encode(req), partition=part)
-        for reply_to, result in acts.results:
-            send(p, reply_to, self.wire.encode(result), key=result.request_id.encode(), partition=0)
-        for part, d in acts.decisions:
-            if failpoints.hit("coordinator.drop_decision"):
-                log.warning("failpoint: dropping the decision on %s to %d", d.txn_id, part)
-                continue
-            send(p, self.topics.decisions, self.wire.encode(d), partition=part)
-        if self._offsets:
-            offsets = [TopicPartition(t, 0, o) for t, o in self._offsets.items()]
-            p.send_offsets_to_transaction(offsets, self.consumer.consumer_group_metadata(), 30)
-            self._offsets = {}
-        p.commit_transaction(60)
+        serving = self._serving
+        assert serving is not None, "only the active coordinator writes"
+        sends = self._sends(acts)
+        deadline = time.monotonic() + self.settings.coordinator_session_timeout_s
+        while True:
+            try:
+                offsets = self._commit(serving.producer, acts.log, sends)
+                break
+            except KafkaException as e:
+                err = e.args[0] if e.args else None
+                abortable = isinstance(err, KafkaError) and err.txn_requires_abort()
+                if not abortable or time.monotonic() > deadline or not self.leadership.held():
+                    raise
+                log.warning("sending the coordinator's transaction again: %s", error_text(e))
+                serving.producer.abort_transaction(30)
+        self._offsets = {}
+        for record, offset in zip(acts.log, offsets, strict=True):
+            self.machine.logged(record, offset)
         kinds = {r.kind for r in acts.log}
         if "begin" in kinds:
             failpoints.hit("coordinator.after_prepare")
         if "decision" in kinds:
             failpoints.hit("coordinator.after_decision")
 
+    def _sends(self, acts: Actions) -> list[_Send]:
+        """The records besides the log, with the failpoints' drops already made."""
+        out: list[_Send] = []
+        for part, req in acts.requests:
+            if req.kind == "prepare" and failpoints.hit("coordinator.drop_prepare"):
+                log.warning("failpoint: dropping the prepare of %s to %d", req.txn_id, part)
+                continue
+            out.append(_Send(self.topics.requests, self.wire.encode(req), part))
+        for reply_to, result in acts.results:
+            key = result.request_id.encode()
+            out.append(_Send(reply_to, self.wire.encode(result), 0, key))
+        for part, d in acts.decisions:
+            if failpoints.hit("coordinator.drop_decision"):
+                log.warning("failpoint: dropping the decision on %s to %d", d.txn_id, part)
+                continue
+            out.append(_Send(self.topics.decisions, self.wire.encode(d), part))
+        return out
+
+    def _commit(self, p: Producer, records: list[CoordinatorLog], sends: list[_Send]) -> list[int]:
+        """One Kafka transaction; returns the log offset of each record."""
+        offsets: dict[int, int] = {}
+
+        def delivered(i: int) -> Callable[[KafkaError | None, Message], None]:
+            def report(err: KafkaError | None, msg: Message) -> None:
+                if err is None:
+                    offsets[i] = msg.offset() or 0
+
+            return report
+
+        p.begin_transaction()
+        for i, record in enumerate(records):
+            value = self.wire.encode(record)
+            send(p, self.topics.coordinator_log, value, partition=0, on_delivery=delivered(i))
+        for m in sends:
+            send(p, m.topic, m.value, key=m.key, partition=m.partition)
+        if self._offsets:
+            tps = [TopicPartition(t, 0, o) for t, o in self._offsets.items()]
+            p.send_offsets_to_transaction(tps, self.leadership.group_metadata(), 30)
+        p.commit_transaction(60)
+        p.poll(0)  # serves any delivery report the commit's flush left queued
+        missing = [i for i in range(len(records)) if i not in offsets]
+        if missing:
+            raise RuntimeError(f"committed log records {missing} without a delivery report")
+        return [offsets[i] for i in range(len(records))]
+
+    def _truncate(self) -> None:
+        """Delete the log below what recovery needs; a failure waits for the next period."""
+        now = time.monotonic()
+        if now < self._truncate_at:
+            return
+        self._truncate_at = now + self.settings.coordinator_log_truncate_s
+        point = self.machine.truncation_point()
+        if point is None or point <= self._log_start:
+            return
+        try:
+            self.admin.delete_records(self.topics.coordinator_log, 0, point)
+        except KafkaAdminError as e:
+            log.warning("cannot truncate the coordinator log below %d: %s", point, e)
+            return
+        log.info("truncated the coordinator log of %s below offset %d", self.app.name, point)
+        self._log_start = point
+        metrics.LOG_START.set(point)
+
     def close(self) -> None:
-        self.consumer.close()
-        self.producer.flush(5)
+        """Leave the group last, once this process can no longer write."""
+        serving, self._serving = self._serving, None
+        if serving is not None:
+            serving.consumer.close()
+            serving.producer.flush(5)
+        self.leadership.close()

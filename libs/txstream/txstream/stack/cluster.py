@@ -8,6 +8,7 @@ starting them one at a time would wait forever on the first.
 from __future__ import annotations
 
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 
 from txstream.config import Settings
 from txstream.stack.broker import KafkaBroker
@@ -41,6 +42,9 @@ class KafkaCluster:
             report(f"{node.name}: running (pid {pid}), logs in {node.log_file}")
 
     def stop(self, report: Report) -> None:
-        for node in reversed(self.nodes):
-            stopped = node.process.stop()
-            report(f"{node.name}: stopped" if stopped else f"{node.name}: not running")
+        """Stop the nodes together: one at a time, the last ones wait out their shutdown
+        timeout for a controller quorum that the first ones took with them."""
+        with ThreadPoolExecutor(max_workers=len(self.nodes)) as pool:
+            stopped = list(pool.map(lambda node: node.process.stop(), self.nodes))
+        for node, done in zip(self.nodes, stopped, strict=True):
+            report(f"{node.name}: stopped" if done else f"{node.name}: not running")

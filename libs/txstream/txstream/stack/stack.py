@@ -81,8 +81,9 @@ class Stack:
         self.cluster.start(report)
 
     def down(self, report: Report) -> None:
-        for name, component, _ in reversed(self._components()):
-            report(f"{name}: stopped" if component.process.stop() else f"{name}: not running")
+        stopped = self.prometheus.process.stop()
+        report("prometheus: stopped" if stopped else "prometheus: not running")
+        self.cluster.stop(report)
 
 
 def _status(name: str, component: Component, where: str) -> ComponentStatus:

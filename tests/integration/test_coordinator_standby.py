@@ -1,0 +1,283 @@
+"""A standby coordinator and the truncated coordinator log, on the real broker.
+
+Covered: with two coordinator processes for one app, SIGKILLing the active one while 2PC
+transfers run lets the standby take over, and the next multi-partition transfer commits
+within 10 s of the kill; money is conserved and no transaction is decided twice or two
+ways. The coordinator log is truncated below its oldest open transaction while that
+transaction's records stay, and a coordinator restarted on the truncated log still finds
+that transaction in doubt and decides it at the epoch of its prepare.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+
+import pytest
+
+from bank.dataflow import build_app
+from tests.conftest import KafkaEnv
+from tests.integration.bank_cluster import BankCluster, wait_for_text
+from tests.integration.sequencer_driver import unique
+from tests.kafka_reads import read_to_end
+from txstream.client import TxClient, fragment
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.oltp.messages import CoordinatorLog, Decision, Fragment, TxnResult, Wire
+from txstream.runtime.pump import TaskPump
+from txstream.runtime.task import PartitionTask
+from txstream.schemas.registry import SchemaRegistry
+from txstream_coordinator.runtime import CoordinatorService
+
+pytestmark = pytest.mark.integration
+
+TAKEOVER_S = 10.0
+WAIT_S = 30.0
+
+
+def decisions_by_txn(cluster: BankCluster) -> dict[str, set[tuple[int, bool]]]:
+    """txn_id -> every (epoch, commit) any partition was sent for it."""
+    wire = Wire(SchemaRegistry(cluster.settings.schema_dir))
+    seen: dict[str, set[tuple[int, bool]]] = {}
+    for p in range(cluster.partitions):
+        for _, value in read_to_end(cluster.settings, cluster.topics.decisions, p):
+            d = wire.decode(Decision, value)
+            seen.setdefault(d.txn_id, set()).add((d.epoch, d.commit))
+    return seen
+
+
+def logged_decisions(settings: Settings, topics: AppTopics) -> dict[str, list[bool]]:
+    """txn_id -> the commit flag of each decision record in the coordinator log."""
+    wire = Wire(SchemaRegistry(settings.schema_dir))
+    out: dict[str, list[bool]] = {}
+    for _, value in read_to_end(settings, topics.coordinator_log):
+        r = wire.decode(CoordinatorLog, value)
+        if r.kind == "decision":
+            out.setdefault(r.txn_id, []).append(r.commit)
+    return out
+
+
+class Load:
+    """2PC transfers back and forth over account pairs, in a thread, until stopped."""
+
+    def __init__(self, cluster: BankCluster, pairs: list[tuple[int, int]]) -> None:
+        self.cluster, self.pairs = cluster, pairs
+        self.results: list[TxnResult] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="load")
+        self.thread.start()
+
+    def _run(self) -> None:
+        with self.cluster.client(timeout_s=30) as client:
+            i = 0
+            while not self.stop.is_set():
+                a, b = self.pairs[i % len(self.pairs)]
+                self.results.append(self.cluster.transfer(client, a, b, 1 + i % 3, 30))
+                i += 1
+
+    def committed(self) -> int:
+        return sum(r.ok for r in self.results)
+
+    def join(self) -> None:
+        self.stop.set()
+        self.thread.join(60)
+        assert not self.thread.is_alive(), "a transfer outlived its own timeout"
+
+
+def money(cluster: BankCluster, client: TxClient) -> tuple[int, int]:
+    """The total balance and the number of accounts."""
+    totals = cluster.totals(client)
+    return totals["sum_balance"], totals["count"]
+
+
+def poll(done: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        assert time.monotonic() < deadline, f"timed out after {timeout_s:g}s waiting for {what}"
+        time.sleep(0.05)
+
+
+def test_standby_takes_over_a_killed_coordinator_within_10s(
+    kafka: KafkaEnv, tmp_path: Path
+) -> None:
+    cluster = BankCluster(kafka.settings, tmp_path)
+    try:
+        cluster.worker()
+        first = cluster.coordinator(log="coordinator-1.log")
+        pairs = [cluster.accounts_apart() for _ in range(3)]
+        with cluster.client(timeout_s=30) as client:
+            cluster.open(client, *(a for pair in pairs for a in pair))
+            assert cluster.transfer(client, *pairs[0], 1).ok  # the first one serves
+            second = cluster.coordinator(log="coordinator-2.log")
+            wait_for_text(second.log, "standing by", WAIT_S)
+            before = money(cluster, client)
+
+            load = Load(cluster, pairs[1:])
+            try:
+                poll(lambda: load.committed() >= 5, "transfers under load")
+                assert first.alive(), "the first coordinator died: the standby fought it"
+                killed_at = time.monotonic()
+                first.kill()
+                while True:
+                    r = cluster.transfer(client, *pairs[0], 1, timeout_s=TAKEOVER_S)
+                    took = time.monotonic() - killed_at
+                    if r.ok or took >= TAKEOVER_S:
+                        break
+                assert r.ok and took < TAKEOVER_S, (
+                    f"no 2PC transfer committed within {TAKEOVER_S:g}s of the kill "
+                    f"(last after {took:.1f}s: {r.status} {r.reason})"
+                )
+                committed_at_takeover = load.committed()
+                poll(lambda: load.committed() > committed_at_takeover, "load after takeover")
+            finally:
+                load.join()
+            wait_for_text(second.log, "took over", 1)
+            assert money(cluster, client) == before, "money was made or lost"
+        logged = logged_decisions(cluster.settings, cluster.topics)
+        twice = {t: c for t, c in logged.items() if len(c) > 1}
+        assert not twice, f"decided more than once: {twice}"
+        two_ways = {t: s for t, s in decisions_by_txn(cluster).items() if len(s) > 1}
+        assert not two_ways, f"decided two ways or at two epochs: {two_ways}"
+    finally:
+        cluster.stop_all()
+
+
+# -- the truncated log --------------------------------------------------------------------
+
+PARTITIONS = 4
+
+
+class Harness:
+    """The bank app on 4 partitions with its engines stepped here, so partitions 2 and 3
+    can hold a transaction in doubt while 0 and 1 run many more; the coordinator runs in
+    a thread and can be replaced by a fresh one on the same log."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.app = build_app(unique("coordlog").replace("-", "_"))
+        self.topics = AppTopics(self.app.name)
+        self.settings = settings
+        self.admin = TopicAdmin(settings)
+        ensure_topics(self.admin, self.topics, ["payroll", "payouts"], PARTITIONS, True)
+        self.wire = Wire(SchemaRegistry(settings.schema_dir))
+        self.coordinator, self._thread = self._start_coordinator()
+        self.tasks = [PartitionTask(self.app, p, settings) for p in range(PARTITIONS)]
+        self.pumps = [TaskPump(t, t.open()) for t in self.tasks]
+        self.client = TxClient(self.app.name, settings, timeout_s=WAIT_S)
+        self._next_account = 0
+
+    def _start_coordinator(self) -> tuple[CoordinatorService, threading.Thread]:
+        service = CoordinatorService(self.app, self.settings)
+        service.open()
+        thread = threading.Thread(target=service.run, name="coordinator")
+        thread.start()
+        return service, thread
+
+    def stop_coordinator(self) -> None:
+        self.coordinator.stopping.set()
+        self._thread.join(WAIT_S)
+        assert not self._thread.is_alive(), "the coordinator did not stop"
+
+    def restart_coordinator(self) -> None:
+        self.stop_coordinator()
+        self.coordinator, self._thread = self._start_coordinator()
+
+    def close(self) -> None:
+        self.client.close()
+        self.stop_coordinator()
+        for pump, task in zip(self.pumps, self.tasks, strict=True):
+            pump.close()
+            task.close()
+
+    def until(self, done: Callable[[], bool], what: str, partitions: tuple[int, ...]) -> None:
+        deadline = time.monotonic() + WAIT_S
+        while not done():
+            assert time.monotonic() < deadline, f"timed out waiting for {what}"
+            for p in partitions:
+                self.pumps[p].step(timeout_s=0.01)
+
+    def call(self, fragments: list[Fragment], partitions: tuple[int, ...]) -> TxnResult:
+        future = self.client.submit(fragments)
+        self.until(future.done, "a result", partitions)
+        return future.result()
+
+    def open_account(self, partition: int) -> int:
+        while True:
+            self._next_account += 1
+            if partition_of((self._next_account,), PARTITIONS) == partition:
+                break
+        a = self._next_account
+        r = self.call([fragment(a, "open_accounts", accounts=[a])], (partition,))
+        assert r.ok, r
+        return a
+
+    def log_records(self) -> list[tuple[int, CoordinatorLog]]:
+        return [
+            (msg.offset() or 0, self.wire.decode(CoordinatorLog, msg.value() or b""))
+            for msg in read_to_committed_end(self.settings, self.topics.coordinator_log)
+        ]
+
+
+def transfer(a: int, b: int, amount: int) -> list[Fragment]:
+    return [
+        fragment(a, "debit", account=a, amount=amount),
+        fragment(b, "credit", account=b, amount=amount),
+    ]
+
+
+@pytest.fixture
+def harness(kafka: KafkaEnv, tmp_path: Path) -> Iterator[Harness]:
+    settings = kafka.settings.model_copy(
+        update={"home": tmp_path, "coordinator_log_truncate_s": 0.2}
+    )
+    h = Harness(settings)
+    try:
+        yield h
+    finally:
+        h.close()
+
+
+def test_log_is_truncated_below_the_oldest_open_transaction(harness: Harness) -> None:
+    h = harness
+    a0, a1, a2, a3 = (h.open_account(p) for p in range(PARTITIONS))
+    busy = (0, 1)
+    for _ in range(10):
+        assert h.call(transfer(a0, a1, 1), busy).ok
+    # in doubt: prepared to partitions 2 and 3, which are not stepped until the restart
+    pending: Future[TxnResult] = h.client.submit(transfer(a2, a3, 40), timeout_s=120)
+
+    def in_doubt_now() -> list[tuple[str, int]]:
+        active = list(h.coordinator.machine.active.values())
+        return [(t.txn_id, t.epoch) for t in active if t.participants == [2, 3]]
+
+    h.until(lambda: bool(in_doubt_now()), "the in-doubt transaction", busy)
+    [(txn_id, epoch)] = in_doubt_now()
+    for _ in range(20):
+        assert h.call(transfer(a1, a0, 1), busy).ok
+    begin = next(o for o, r in h.log_records() if r.kind == "begin" and r.txn_id == txn_id)
+    log = h.topics.coordinator_log
+    h.until(lambda: h.admin.start_offset(log, 0) == begin, "the log to be truncated", busy)
+    assert begin > 30, "ten transactions (begin, decision, end each) came before it"
+
+    h.restart_coordinator()
+    h.until(lambda: h.coordinator.active, "the new coordinator to take over", ())
+    recovered = h.coordinator.machine
+    assert recovered.epoch > epoch
+    assert recovered.active[txn_id].epoch == epoch, "recovered at its own epoch"
+    h.until(pending.done, "the in-doubt transaction's outcome", (2, 3))
+    result = pending.result()
+    assert (result.status, result.reason) == ("aborted", "coordinator_restart")
+    sent = {
+        (d.epoch, d.commit)
+        for p in (2, 3)
+        for _, v in read_to_end(h.settings, h.topics.decisions, p)
+        if (d := h.wire.decode(Decision, v)).txn_id == txn_id
+    }
+    assert sent == {(epoch, False)}, "decided at the epoch of its prepare"
+    h.until(lambda: txn_id not in recovered.active, "both participants' acks", (2, 3))
+    assert h.call(transfer(a2, a3, 5), (2, 3)).ok, "participants still blocked"
