@@ -7,6 +7,10 @@ Every run is seeded. A failing run names its seed in the test id; set
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
+from typing import TypeVar
+
+T = TypeVar("T")
 
 LONG = os.environ.get("TXSTREAM_FAULTS", "short") == "long"
 
@@ -21,3 +25,9 @@ def seeds(short: list[int], long: list[int]) -> list[int]:
 
 def scaled(short: int, long: int) -> int:
     return long if LONG else short
+
+
+def cases(short: Sequence[T], long: Sequence[T]) -> list[T]:
+    """The cases to run: a few in `make test`, which must stay well under 20 minutes, and
+    every one in `make faults`."""
+    return list(long if LONG else short)

@@ -21,7 +21,7 @@ import pytest
 from leaderboard.commits import wait_for_batches
 from leaderboard.votes_file import validate_votes_file
 from tests.conftest import cluster_settings
-from tests.faults.scale import scaled, seeds
+from tests.faults.scale import LONG, scaled, seeds
 from tests.faults.worker_run import LeaderboardWorker
 from txstream.config import Settings
 from txstream.model.declarations import RecoveryMode
@@ -120,6 +120,7 @@ def restart(node: KafkaBroker, timeout_s: float = 60) -> None:
             time.sleep(0.5)
 
 
+@pytest.mark.skipif(not LONG, reason="three brokers and ~10 faults: runs in make faults")
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", seeds([41], [41, 42, 43]))
 def test_brokers_and_worker_killed_on_a_three_broker_cluster(

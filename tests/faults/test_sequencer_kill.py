@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import KafkaEnv
 from tests.faults.killer import Killer
-from tests.faults.scale import scaled
+from tests.faults.scale import cases, scaled
 from tests.integration.sequencer_driver import (
     batches_by_partition,
     produce_events,
@@ -45,7 +45,7 @@ def events(with_ids: bool) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("ids", ["client", "policy"])
+@pytest.mark.parametrize("ids", cases(["client"], ["client", "policy"]))
 def test_sigkilled_sequencer_loses_and_duplicates_nothing(
     kafka: KafkaEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ids: str
 ) -> None:

@@ -19,7 +19,7 @@ import pytest
 from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv
 from tests.faults.killer import Killer
-from tests.faults.scale import scaled, seeds
+from tests.faults.scale import cases, scaled, seeds
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
 from txstream.config import Settings, project_root
@@ -46,7 +46,7 @@ def read_all(settings: Settings, topic: str) -> list[bytes]:
 
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", seeds([11], [11, 12, 13]))
-@pytest.mark.parametrize("mode", list(RecoveryMode), ids=str)
+@pytest.mark.parametrize("mode", cases([RecoveryMode.STRONG], list(RecoveryMode)), ids=str)
 def test_sigkilled_worker_gives_the_reference_result_exactly_once(
     kafka: KafkaEnv, tmp_path: Path, mode: RecoveryMode, seed: int
 ) -> None:
@@ -88,7 +88,10 @@ def test_sigkilled_worker_gives_the_reference_result_exactly_once(
     due_ids = [due.decode(v).batch_id for v in read_all(settings, f"{app}.removals_due")]
     assert sorted(due_ids) == everyone, "each batch exactly once on removals_due"
 
-    assert logged_vote_batches(settings, registry, app, mode) == everyone
+    # a snapshot truncates the command log below itself: what is left holds each batch from
+    # its first one on exactly once
+    logged = logged_vote_batches(settings, registry, app, mode)
+    assert logged and logged == everyone[logged[0] - 1 :], "each logged batch exactly once"
     notice = registry.get("txstream.CommitNotice")
     ranges = []
     for v in read_all(settings, f"{app}.commits"):

@@ -10,18 +10,20 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import cluster_settings
+from tests.conftest import cluster_settings, free_port
+from tests.integration.test_stack import processes_of
 from tests.kafka_reads import read_to_end
 from txstream.config import Settings, project_root
-from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.admin import TopicAdmin, TopicDescription, TopicNotFoundError
 from txstream.kafka.clients import transactional_producer_config
-from txstream.pids import cmdline, is_alive
+from txstream.pids import is_alive
 from txstream.stack.process import wait_exit
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
@@ -34,6 +36,7 @@ def stack(args: list[str], settings: Settings) -> subprocess.CompletedProcess[st
         "TXSTREAM_KAFKA_BROKERS": str(settings.kafka_brokers),
         "TXSTREAM_KAFKA_PORT": str(settings.kafka_port),
         "TXSTREAM_KAFKA_CONTROLLER_PORT": str(settings.kafka_controller_port),
+        "TXSTREAM_PROMETHEUS_PORT": str(free_port()),
     }
     env.pop("TXSTREAM_KAFKA_BOOTSTRAP", None)
     return subprocess.run([TXSTREAM, "stack", *args], env=env, capture_output=True, text=True,
@@ -43,6 +46,18 @@ def stack(args: list[str], settings: Settings) -> subprocess.CompletedProcess[st
 def kafka_pids(settings: Settings) -> dict[str, int]:
     run = settings.home / "run"
     return {p.stem: int(p.read_text()) for p in run.glob("kafka*.pid")}
+
+
+def described_everywhere(admin: TopicAdmin, name: str, timeout_s: float = 30) -> TopicDescription:
+    """The topic's description once the broker asked knows it: a new topic reaches each
+    broker's metadata cache a moment apart."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return admin.describe_topic(name)
+        except TopicNotFoundError:
+            assert time.monotonic() < deadline, f"{name} never appeared in a broker's metadata"
+            time.sleep(0.1)
 
 
 def commit_values(settings: Settings, topic: str, values: list[bytes]) -> None:
@@ -67,7 +82,7 @@ def test_three_brokers_replicate_and_commit_with_one_killed(tmp_path: Path) -> N
 
         admin = TopicAdmin(settings, timeout_s=60)
         admin.create_topic("replicated", 1)
-        described = admin.describe_topic("replicated")
+        described = described_everywhere(admin, "replicated")
         assert all(len(p.replicas) == 3 for p in described.partitions), described
         assert described.effective_config["min.insync.replicas"] == "2"
 
@@ -87,6 +102,5 @@ def test_three_brokers_replicate_and_commit_with_one_killed(tmp_path: Path) -> N
         assert down.returncode == 0, down.stdout + down.stderr
         assert not any(is_alive(pid) for pid in running.values())
     finally:
-        for pid in kafka_pids(settings).values():
-            if is_alive(pid) and home in cmdline(pid):
-                os.kill(pid, signal.SIGKILL)
+        for pid in processes_of(home):  # the stack's Prometheus too
+            os.kill(pid, signal.SIGKILL)
