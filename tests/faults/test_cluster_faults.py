@@ -8,12 +8,8 @@ there is work. The result must equal the serial reference, each batch exactly on
 
 from __future__ import annotations
 
-import os
-import random
-import signal
 import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -21,13 +17,12 @@ import pytest
 from leaderboard.commits import wait_for_batches
 from leaderboard.votes_file import validate_votes_file
 from tests.conftest import cluster_settings
+from tests.faults.chaos import Chaos, sigkill
 from tests.faults.scale import LONG, scaled, seeds
 from tests.faults.worker_run import LeaderboardWorker
 from txstream.config import Settings
 from txstream.model.declarations import RecoveryMode
-from txstream.stack.broker import BrokerError, KafkaBroker
 from txstream.stack.cluster import KafkaCluster
-from txstream.stack.process import wait_exit
 from txstream.stack.supervisor import Supervised
 
 KILLS = scaled(2, 5)  # of each kind: broker SIGKILL, broker SIGSTOP, worker SIGKILL
@@ -35,89 +30,30 @@ VOTES = scaled(6_000, 20_000)
 RATE = scaled(300, 400)  # votes/s from the paced client: the faults fit inside the input
 
 
-class Chaos:
-    """The seeded faults, one at a time, each waited out before the next."""
+class WorkerChaos(Chaos):
+    """The broker faults and the worker's: SIGKILLed, once again while it starts up."""
 
     def __init__(self, settings: Settings, worker: Supervised, log: Path, seed: int) -> None:
-        self.settings, self.worker, self.log = settings, worker, log
-        self.rng = random.Random(seed)
-        self.done: list[str] = []
-
-    def plan(self) -> list[str]:
-        faults = ["broker-kill", "broker-stop", "worker-kill", "worker-kill-at-start"]
         counts = {"broker-kill": KILLS, "broker-stop": KILLS, "worker-kill": KILLS - 1,
                   "worker-kill-at-start": 1}  # fmt: skip
-        planned = [f for f in faults for _ in range(counts[f])]
-        self.rng.shuffle(planned)
-        return planned
-
-    def run(self, stop: threading.Event) -> None:
-        for fault in self.plan():
-            if stop.wait(self.rng.uniform(0.5, 2.0)):
-                return
-            getattr(self, fault.replace("-", "_"))()
-            self.done.append(fault)
-
-    def broker_kill(self) -> None:
-        node = KafkaBroker(self.settings, self.rng.randint(1, self.settings.kafka_brokers))
-        pid = node.process.live_pid()
-        assert pid is not None, f"{node.name} is not running"
-        os.kill(pid, signal.SIGKILL)
-        assert wait_exit(pid, 30), f"{node.name} survived SIGKILL"
-        restart(node)
-
-    def broker_stop(self) -> None:
-        node = KafkaBroker(self.settings, self.rng.randint(1, self.settings.kafka_brokers))
-        pid = node.process.live_pid()
-        assert pid is not None, f"{node.name} is not running"
-        os.kill(pid, signal.SIGSTOP)
-        try:
-            time.sleep(self.rng.uniform(2.0, 6.0))  # the fault's length, not a wait for a state
-        finally:
-            os.kill(pid, signal.SIGCONT)
+        super().__init__(settings, seed, counts)
+        self.worker, self.log = worker, log
 
     def worker_kill(self) -> None:
         recovered = self.recoveries()
-        self._kill_worker()
-        self._wait(lambda: self.recoveries() > recovered, "the worker to recover")
+        sigkill(self.worker.child.live_pid(), "the worker")
+        self.wait(lambda: self.recoveries() > recovered, "the worker to recover")
 
     def worker_kill_at_start(self) -> None:
         """Kill the worker, then its successor as soon as it runs: during start-up/restore."""
         recovered = self.recoveries()
-        first = self._kill_worker()
-        self._wait(lambda: self.worker.child.live_pid() not in (None, first), "a restart")
-        self._kill_worker()
-        self._wait(lambda: self.recoveries() > recovered, "the worker to recover")
-
-    def _kill_worker(self) -> int:
-        pid = self.worker.child.live_pid()
-        assert pid is not None, "the worker is not running"
-        os.kill(pid, signal.SIGKILL)
-        assert wait_exit(pid, 30)
-        return pid
+        first = sigkill(self.worker.child.live_pid(), "the worker")
+        self.wait(lambda: self.worker.child.live_pid() not in (None, first), "a restart")
+        sigkill(self.worker.child.live_pid(), "the worker")
+        self.wait(lambda: self.recoveries() > recovered, "the worker to recover")
 
     def recoveries(self) -> int:
         return self.log.read_text(errors="replace").count("recovered p0:")
-
-    def _wait(self, condition: Callable[[], bool], what: str, timeout_s: float = 120) -> None:
-        deadline = time.monotonic() + timeout_s
-        while not condition():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.1)
-
-
-def restart(node: KafkaBroker, timeout_s: float = 60) -> None:
-    """Start the node again once its ports are free (a SIGKILLed broker's connections
-    linger a moment and hold its listener's port)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        try:
-            node.start()
-            return
-        except BrokerError as e:
-            if "in use" not in str(e) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.5)
 
 
 @pytest.mark.skipif(not LONG, reason="three brokers and ~10 faults: runs in make faults")
@@ -142,7 +78,7 @@ def test_brokers_and_worker_killed_on_a_three_broker_cluster(
             run.last = validate_votes_file(run.votes)
             loading = PacedLoad(run, RATE)
             loading.start()
-            chaos = Chaos(settings, worker, run.log, seed)
+            chaos = WorkerChaos(settings, worker, run.log, seed)
             chaos.run(stop)
             loading.join()
             wait_for_batches(settings, run.commits, {"votes": run.last}, 300, alive)

@@ -13,6 +13,7 @@ from confluent_kafka import Producer
 
 from bank.run import TOTALS
 from tests.integration.sequencer_driver import unique
+from tests.kafka_reads import read_to_end
 from tests.service_process import ServiceProcess
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
@@ -20,7 +21,7 @@ from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_topics
-from txstream.oltp.messages import TxnResult
+from txstream.oltp.messages import CoordinatorLog, Decision, TxnResult, Wire
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
@@ -159,3 +160,25 @@ def wait_for_text(path: Path, text: str, timeout_s: float) -> None:
             return
         time.sleep(0.1)
     raise AssertionError(f"{text!r} did not appear in {path} within {timeout_s:.0f}s")
+
+
+def decisions_by_txn(cluster: BankCluster) -> dict[str, set[tuple[int, bool]]]:
+    """txn_id -> every (epoch, commit) any partition was sent for it."""
+    wire = Wire(SchemaRegistry(cluster.settings.schema_dir))
+    seen: dict[str, set[tuple[int, bool]]] = {}
+    for p in range(cluster.partitions):
+        for _, value in read_to_end(cluster.settings, cluster.topics.decisions, p):
+            d = wire.decode(Decision, value)
+            seen.setdefault(d.txn_id, set()).add((d.epoch, d.commit))
+    return seen
+
+
+def logged_decisions(settings: Settings, topics: AppTopics) -> dict[str, list[bool]]:
+    """txn_id -> the commit flag of each decision record in the coordinator log."""
+    wire = Wire(SchemaRegistry(settings.schema_dir))
+    out: dict[str, list[bool]] = {}
+    for _, value in read_to_end(settings, topics.coordinator_log):
+        r = wire.decode(CoordinatorLog, value)
+        if r.kind == "decision":
+            out.setdefault(r.txn_id, []).append(r.commit)
+    return out

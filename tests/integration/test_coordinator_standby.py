@@ -20,12 +20,17 @@ import pytest
 
 from bank.dataflow import build_app
 from tests.conftest import KafkaEnv
-from tests.integration.bank_cluster import BankCluster, wait_for_text
+from tests.integration.bank_cluster import (
+    BankCluster,
+    decisions_by_txn,
+    logged_decisions,
+    wait_for_text,
+)
 from tests.integration.sequencer_driver import unique
 from tests.kafka_reads import read_to_end
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
-from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_topics
@@ -39,28 +44,6 @@ pytestmark = pytest.mark.integration
 
 TAKEOVER_S = 10.0
 WAIT_S = 30.0
-
-
-def decisions_by_txn(cluster: BankCluster) -> dict[str, set[tuple[int, bool]]]:
-    """txn_id -> every (epoch, commit) any partition was sent for it."""
-    wire = Wire(SchemaRegistry(cluster.settings.schema_dir))
-    seen: dict[str, set[tuple[int, bool]]] = {}
-    for p in range(cluster.partitions):
-        for _, value in read_to_end(cluster.settings, cluster.topics.decisions, p):
-            d = wire.decode(Decision, value)
-            seen.setdefault(d.txn_id, set()).add((d.epoch, d.commit))
-    return seen
-
-
-def logged_decisions(settings: Settings, topics: AppTopics) -> dict[str, list[bool]]:
-    """txn_id -> the commit flag of each decision record in the coordinator log."""
-    wire = Wire(SchemaRegistry(settings.schema_dir))
-    out: dict[str, list[bool]] = {}
-    for _, value in read_to_end(settings, topics.coordinator_log):
-        r = wire.decode(CoordinatorLog, value)
-        if r.kind == "decision":
-            out.setdefault(r.txn_id, []).append(r.commit)
-    return out
 
 
 class Load:
@@ -281,3 +264,28 @@ def test_log_is_truncated_below_the_oldest_open_transaction(harness: Harness) ->
     assert sent == {(epoch, False)}, "decided at the epoch of its prepare"
     h.until(lambda: txn_id not in recovered.active, "both participants' acks", (2, 3))
     assert h.call(transfer(a2, a3, 5), (2, 3)).ok, "participants still blocked"
+
+
+def test_a_broker_error_while_taking_over_is_retried(kafka: KafkaEnv, tmp_path: Path) -> None:
+    """A leader change on the log's partition (FENCED_LEADER_EPOCH) or a slow broker during
+    the take-over must not end the process: the role is still this one's, so try again."""
+    settings = kafka.settings.model_copy(update={"home": tmp_path})
+    service = CoordinatorService(build_app(unique("coordretry").replace("-", "_")), settings)
+    service.open()
+    real = service.admin.start_offset
+    failures = ["Leader epoch is older than broker epoch", "did not answer within 10s"]
+
+    def flaky(topic: str, partition: int) -> int:
+        if failures:
+            raise KafkaAdminError(f"cannot list offsets of {topic}[{partition}]: {failures.pop()}")
+        return real(topic, partition)
+
+    service.admin.start_offset = flaky  # type: ignore[method-assign]
+    try:
+        deadline = time.monotonic() + WAIT_S
+        while not service.active:
+            assert time.monotonic() < deadline, "the coordinator never took over"
+            service.step()
+        assert failures == [], "both take-over attempts that failed were made"
+    finally:
+        service.close()

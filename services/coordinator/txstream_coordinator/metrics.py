@@ -18,3 +18,7 @@ ACTIVE = Gauge("txstream_coordinator_active", "1 while this process is the activ
 LOG_START = Gauge(
     "txstream_coordinator_log_start_offset", "The coordinator log's first offset, after truncation"
 )
+TAKEOVER_RETRIES = Counter(
+    "txstream_coordinator_takeover_retries_total",
+    "Take-overs that a broker error cut short and the next step tried again",
+)

@@ -138,7 +138,8 @@ class CoordinatorService:
         records = list(self._log())
         self.machine = self._new_machine()
         acts = self.machine.recover(records, time.monotonic())
-        self._log_start = self.admin.start_offset(self.topics.coordinator_log, 0)
+        # a partition changing leader can answer with no offset (-1001): nothing truncated yet
+        self._log_start = max(0, self.admin.start_offset(self.topics.coordinator_log, 0))
         self._truncate_at = time.monotonic() + self.settings.coordinator_log_truncate_s
         self.recovery_s = time.monotonic() - started
         metrics.RECOVERY_SECONDS.set(self.recovery_s)
@@ -164,6 +165,16 @@ class CoordinatorService:
             self.partitions,
         )
         self._flush(acts, force=True)
+
+    def _try_take_over(self) -> None:
+        """Take over, or leave it to the next step: a broker error on the way (a partition
+        changing leader, a broker slow to answer) does not end the process while the
+        group still gives it the role; a new attempt fences the last one's producer."""
+        try:
+            self._take_over()
+        except (KafkaException, KafkaAdminError) as e:
+            log.warning("coordinator of %s could not take over yet: %s", self.app.name, e)
+            metrics.TAKEOVER_RETRIES.inc()
 
     def _stand_by(self, why: str, rejoin: bool) -> None:
         """Stop serving; after a fenced producer also rejoin the group as a new member, so
@@ -194,7 +205,7 @@ class CoordinatorService:
         held = self.leadership.held(0.0 if self.active else STANDBY_POLL_S)
         try:
             if held and not self.active:
-                self._take_over()
+                self._try_take_over()
             elif not held and self.active:
                 self._stand_by("the group assigned the role to another process", rejoin=False)
             if self._serving is not None:
