@@ -266,7 +266,9 @@ def test_log_is_truncated_below_the_oldest_open_transaction(harness: Harness) ->
     assert h.call(transfer(a2, a3, 5), (2, 3)).ok, "participants still blocked"
 
 
-def test_a_broker_error_while_taking_over_is_retried(kafka: KafkaEnv, tmp_path: Path) -> None:
+def test_a_broker_error_while_taking_over_is_retried(
+    kafka: KafkaEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A leader change on the log's partition (FENCED_LEADER_EPOCH) or a slow broker during
     the take-over must not end the process: the role is still this one's, so try again."""
     settings = kafka.settings.model_copy(update={"home": tmp_path})
@@ -280,7 +282,7 @@ def test_a_broker_error_while_taking_over_is_retried(kafka: KafkaEnv, tmp_path: 
             raise KafkaAdminError(f"cannot list offsets of {topic}[{partition}]: {failures.pop()}")
         return real(topic, partition)
 
-    service.admin.start_offset = flaky  # type: ignore[method-assign]
+    monkeypatch.setattr(service.admin, "start_offset", flaky)
     try:
         deadline = time.monotonic() + WAIT_S
         while not service.active:
