@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 from txstream.config import Settings
 from txstream.stack.broker import KafkaBroker
+from txstream.stack.process import needs_start
 
 Report = Callable[[str], None]
 
@@ -25,18 +26,8 @@ class KafkaCluster:
         """Start every node that is not running (clearing stale pidfiles), then wait."""
         spawned: list[tuple[KafkaBroker, int]] = []
         for node in self.nodes:
-            proc = node.process
-            pid = proc.live_pid()
-            if pid is not None:
-                report(f"{node.name} already running (pid {pid}) at {node.address}; nothing to do")
-                continue
-            if proc.is_stale():
-                report(
-                    f"{node.name}: stale pidfile (pid {proc.recorded_pid()} is gone); restarting"
-                )
-                proc.clear()
-            report(f"{node.name}: starting at {node.address} ...")
-            spawned.append((node, node.spawn()))
+            if needs_start(node.name, node.process, node.address, report):
+                spawned.append((node, node.spawn()))
         for node, pid in spawned:
             node.wait_ready(pid)
             report(f"{node.name}: running (pid {pid}), logs in {node.log_file}")

@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -85,6 +86,20 @@ class ManagedProcess:
             wait_exit(pid, 10.0)
         self.clear()
         return True
+
+
+def needs_start(name: str, proc: ManagedProcess, where: str, report: Callable[[str], None]) -> bool:
+    """Whether `up` must start this component: a live one is left alone, and a stale pidfile
+    left by a SIGKILL is reported and cleared."""
+    pid = proc.live_pid()
+    if pid is not None:
+        report(f"{name} already running (pid {pid}) at {where}; nothing to do")
+        return False
+    if proc.is_stale():
+        report(f"{name}: stale pidfile (pid {proc.recorded_pid()} is gone); restarting")
+        proc.clear()
+    report(f"{name}: starting at {where} ...")
+    return True
 
 
 def child_running(pid: int) -> bool | None:

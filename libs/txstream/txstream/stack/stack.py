@@ -17,7 +17,7 @@ from typing import Protocol
 from txstream.config import Settings
 from txstream.stack.broker import BrokerError, KafkaBroker
 from txstream.stack.cluster import KafkaCluster
-from txstream.stack.process import ManagedProcess
+from txstream.stack.process import ManagedProcess, needs_start
 from txstream.stack.prometheus import PrometheusServer
 
 
@@ -99,14 +99,6 @@ def _status(name: str, component: Component, where: str) -> ComponentStatus:
 
 
 def _start(name: str, component: Component, where: str, report: Report) -> None:
-    proc = component.process
-    pid = proc.live_pid()
-    if pid is not None:
-        report(f"{name} already running (pid {pid}) at {where}; nothing to do")
-        return
-    if proc.is_stale():
-        report(f"{name}: stale pidfile (pid {proc.recorded_pid()} is gone); restarting")
-        proc.clear()
-    report(f"{name}: starting at {where} ...")
-    pid = component.start()
-    report(f"{name}: running (pid {pid}), logs in {component.log_file}")
+    if needs_start(name, component.process, where, report):
+        pid = component.start()
+        report(f"{name}: running (pid {pid}), logs in {component.log_file}")
