@@ -189,7 +189,7 @@ def run_engine(s: Scenario) -> EngineRun:
 
     for (batch_id, digest), commit in zip(s.deliveries, s.commits, strict=True):
         before = _group_shape(engine.group)
-        outcome = engine.process("in", batch_id, [{"i": 0}], digest=digest)
+        outcome = engine.process("in", batch_id, [{"i": 0}], record=b"%d" % digest)
         if batch_id == last and digest == s.digests[last]:
             assert outcome is Outcome.DUPLICATE, f"exact re-send of batch {batch_id} ran again"
             assert _group_shape(engine.group) == before, f"re-sent batch {batch_id} left a trace"

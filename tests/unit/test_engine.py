@@ -6,10 +6,12 @@ from collections.abc import Sequence
 
 from tests.fakes import MemoryBase
 from txstream.engine.context import TxnContext
-from txstream.engine.group import Outcome
+from txstream.engine.group import Outcome, OutputBatch
 from txstream.engine.partition_engine import PartitionEngine
+from txstream.engine.writeset import WriteSet
 from txstream.model.app import App
 from txstream.model.declarations import Record
+from txstream.model.errors import TxnAbort
 
 
 def make_app(fail_on: int | None = None, nested: bool = False) -> App:
@@ -87,6 +89,36 @@ def test_nested_abort_rolls_back_every_member() -> None:
     assert [t["n"] for t in base.windows["w"].staged] == [1]
 
 
+def test_a_nested_transaction_is_sealed_once_and_aborted_whole() -> None:
+    """The seal (the record size check) sees the nested transaction's writes and outputs
+    together, once; its abort drops every member's writes, outputs and window inserts."""
+    sealed: list[tuple[set[tuple[object, ...]], list[tuple[str, int]]]] = []
+
+    def seal(ws: WriteSet, outputs: list[OutputBatch]) -> list[OutputBatch]:
+        sealed.append((set(ws.tables["log"]), [(o.stream, o.batch_id) for o in outputs]))
+        if outputs[0].batch_id == 2:
+            raise TxnAbort("output_too_large", "c 9 > 8")
+        return outputs
+
+    app = make_app(nested=True)
+    base = MemoryBase()
+    engine = PartitionEngine(app.dataflow(), base, 0, app.params, seal=seal)
+    engine.process("a", 1, [{"n": 1}])
+    engine.process("a", 2, [{"n": 2}])
+    group = engine.take_group()
+    base.apply(group)
+    assert sealed == [
+        ({("first", 1), ("second", 1)}, [("b", 1), ("c", 1)]),
+        ({("first", 2), ("second", 2)}, [("b", 2), ("c", 2)]),
+    ]
+    assert [(a.procedure, a.batch_id, a.reason, a.error) for a in group.aborts] == [
+        ("pair", 2, "output_too_large", "output_too_large: c 9 > 8")
+    ]
+    assert set(base.tables["log"]) == {("first", 1), ("second", 1)}
+    assert {(o.stream, o.batch_id) for o in group.outputs} == {("b", 1), ("c", 1)}
+    assert [t["n"] for t in base.windows["w"].staged] == [1]
+
+
 def test_nested_commit_keeps_window_slide() -> None:
     engine, base = engine_for(make_app(nested=True))
     engine.process("a", 1, [{"n": 1}])
@@ -144,9 +176,9 @@ def test_read_your_writes_and_duplicate_batches() -> None:
         seen.append(t.get(1))
 
     engine, _ = engine_for(app)
-    assert engine.process("a", 5, [{}], digest=5) is Outcome.PROCESSED
-    assert engine.process("a", 5, [{}], digest=5) is Outcome.DUPLICATE
-    assert engine.process("a", 4, [{}], digest=4) is Outcome.STALE
+    assert engine.process("a", 5, [{}], record=b"5") is Outcome.PROCESSED
+    assert engine.process("a", 5, [{}], record=b"5") is Outcome.DUPLICATE
+    assert engine.process("a", 4, [{}], record=b"4") is Outcome.STALE
     assert seen == [{"n": 5}, None]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from chain.dataflow import build_app
 from chain.load import batch_tuples
 from tests.fakes import MemoryBase
-from txstream.engine.group import Journal, JournalEntry, batch_digest
+from txstream.engine.group import Journal, JournalEntry
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.recovery.replay import replay_entries
 from txstream.schemas.codec import Batch
@@ -34,8 +34,8 @@ def run_live(journal: Journal) -> tuple[MemoryBase, list[list[JournalEntry]]]:
     journals = []
     for b in range(1, BATCHES + 1):
         tuples = Inputs().get("chain.s0", b - 1).tuples
-        digest = batch_digest(Inputs().raw("chain.s0", b - 1))
-        engine.process("s0", b, tuples, ("chain.s0", 0, b - 1), digest)
+        record = Inputs().raw("chain.s0", b - 1)
+        engine.process("s0", b, tuples, ("chain.s0", 0, b - 1), record)
         group = engine.take_group()
         base.apply(group)
         journals.append(group.journal)

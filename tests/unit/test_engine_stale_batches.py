@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from chain.dataflow import build_app
 from tests.fakes import MemoryBase
-from txstream.engine.group import Outcome, batch_digest, position_key
+from txstream.engine.group import Outcome, position_key
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.model.declarations import Record
 
@@ -26,8 +26,8 @@ def send(
 ) -> Outcome:
     """Batch `batch_id` of one tuple; `content` stands for the record's bytes."""
     tuples: list[Record] = [{"key": 1, "value": value}]
-    digest = batch_digest(b"%d:%d:%s" % (batch_id, value, content))
-    return engine.process("s0", batch_id, tuples, (TOPIC, 0, offset), digest=digest)
+    record = b"%d:%d:%s" % (batch_id, value, content)
+    return engine.process("s0", batch_id, tuples, (TOPIC, 0, offset), record=record)
 
 
 def total(base: MemoryBase) -> Record:

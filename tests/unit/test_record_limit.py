@@ -3,14 +3,21 @@ without encoding can be too large for Kafka."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
+from decimal import Decimal
+
 import pytest
+from fastavro import parse_schema
 
 from leaderboard.dataflow import Params, build_app
-from txstream.commit.record_limit import _row_bound
+from txstream.commit.record_limit import RowBound
 from txstream.config import Settings
 from txstream.model.declarations import Key, Record
+from txstream.schemas.records import encode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
+from txstream.state.keys import encode_key
 
 WIDE = "é€😀" * 50  # 2, 3 and 4 bytes a character in UTF-8
 
@@ -27,4 +34,60 @@ WIDE = "é€😀" * 50  # 2, 3 and 4 bytes a character in UTF-8
 def test_the_bound_is_at_least_the_encoded_record(table: str, key: Key, row: Record) -> None:
     codec = StateCodec(build_app(Params()).dataflow(), SchemaRegistry(Settings().schema_dir))
     encoded = len(codec.key(table, key)) + len(codec.encode_row(table, row))
-    assert _row_bound(table, key, row) >= encoded
+    assert RowBound(table, codec.tables[table]).size(key, row) >= encoded
+
+
+EVERY_KIND = parse_schema(
+    {
+        "type": "record",
+        "name": "Every",
+        "fields": [
+            {"name": "n", "type": "long"},
+            {"name": "x", "type": "double"},
+            {"name": "flag", "type": "boolean"},
+            {"name": "maybe", "type": ["null", "int"]},
+            {"name": "text", "type": ["null", "string"]},
+            {"name": "blob", "type": "bytes"},
+            {"name": "kind", "type": {"type": "enum", "name": "Kind", "symbols": ["a", "b"]}},
+            {"name": "hash", "type": {"type": "fixed", "name": "Hash", "size": 5000}},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+            {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
+            {
+                "name": "amount",
+                "type": {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 2},
+            },
+            {"name": "tags", "type": {"type": "array", "items": "string"}},
+            {"name": "counts", "type": {"type": "map", "values": "long"}},
+            {"name": "note", "type": "string", "default": WIDE},
+        ],
+    }
+)
+
+
+@pytest.mark.parametrize("scale", [0, 1, 40])
+def test_the_bound_holds_for_every_kind_of_field(scale: int) -> None:
+    """Fixed-size fields are counted from the schema; the rest are measured, as is a
+    default the row leaves out."""
+    row: Record = {
+        "n": -(2**63),
+        "x": 1.5,
+        "flag": True,
+        "maybe": -(2**31),
+        "text": WIDE * scale,
+        "blob": b"\xff" * 100 * scale,
+        "kind": "b",
+        "hash": b"h" * 5000,
+        "at": datetime(2026, 11, 25, tzinfo=UTC),
+        "id": uuid.UUID(int=2**128 - 1),
+        "amount": Decimal("-12345678901234567890123456.78"),
+        "tags": [WIDE] * scale,
+        "counts": {WIDE: 2**62} | {str(i): -1 for i in range(scale)},
+    }
+    key: Key = ("k" + WIDE * scale, 2**62)
+    encoded = len(encode_key(("every", *key))) + len(encode_record(EVERY_KIND, row))
+    assert RowBound("every", EVERY_KIND).size(key, row) >= encoded
+
+
+def test_a_schema_that_is_not_a_record_bounds_every_value() -> None:
+    row: Record = {"a": WIDE, "b": [WIDE, WIDE], "c": 1}
+    assert RowBound("t", "string").size((1,), row) >= 4 * len(WIDE) * 3

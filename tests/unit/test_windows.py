@@ -330,3 +330,26 @@ def test_bad_tuple_window_parameters(rows: Any, slide: Any, message: str) -> Non
 def test_bad_time_window_parameters(range_: Any, slide: Any, field: Any, message: str) -> None:
     with pytest.raises(ValueError, match=message):
         TimeWindowSpec(range=range_, slide=slide, time_field=field)
+
+
+@pytest.mark.parametrize("spec", [TupleWindowSpec(rows=4, slide=1), TimeWindowSpec(10, 5, "ts")])
+def test_a_window_knows_whether_its_tuples_are_flat_and_keeps_its_own_copies(
+    spec: WindowSpec,
+) -> None:
+    """`flat` lets readers copy tuples shallowly; one tuple holding a list clears it, for
+    every state after it, and a decoded state works it out again."""
+    flat_tuple: dict[str, Any] = {"id": 1, "ts": 1}
+    state, _ = insert(spec, empty_state(spec), flat_tuple)
+    flat_tuple["id"] = 99
+    assert state.flat
+    assert ids(state.staged + state.visible) == [1], "the window keeps its own copy"
+    nested: dict[str, Any] = {"id": 2, "ts": 7, "tags": ["a"]}
+    state, _ = insert(spec, state, nested)
+    nested["tags"].append("b")
+    assert not state.flat
+    assert [r.get("tags") for r in state.staged + state.visible if "tags" in r] == [["a"]]
+    state, _ = insert(spec, state, {"id": 3, "ts": 8})
+    assert not state.flat
+    decoded = from_record(to_record(state))
+    assert not decoded.flat and decoded == state
+    assert from_record(to_record(WindowState(({"id": 4, "ts": 9},), ()))).flat

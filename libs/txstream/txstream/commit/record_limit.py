@@ -1,4 +1,5 @@
-"""Kafka's record size limit, applied to each TE as it ends rather than at the group commit.
+"""Kafka's record size limit, applied to each TE (or nested transaction) as it ends rather
+than at the group commit.
 
 A record larger than the producer takes fails the whole group commit, and the restarted
 engine would fail on the same batch again. So each TE's output batches are encoded when it
@@ -7,14 +8,14 @@ measured for the changelog: a TE with too large a record aborts, like any other 
 the engine goes on with the next batch.
 
 Rows are not encoded here (the group commit encodes a row once, however often the group
-writes it): a cheap upper bound on a row's encoded size clears almost every row, and only
-a row the bound cannot clear is encoded to be measured.
+writes it): a cheap upper bound on a row's encoded size, mostly worked out from the
+table's schema in advance, clears almost every row, and only a row the bound cannot clear
+is encoded to be measured.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import replace
 
 from txstream.engine.group import OutputBatch
 from txstream.engine.writeset import TOMBSTONE, WriteSet
@@ -44,40 +45,94 @@ class RecordLimit:
         codec: StateCodec,
     ) -> None:
         self.limit = limit
-        self.topics = topics
         self.batch_codecs = batch_codecs
         self.codec = codec
+        self.changelog = topics.changelog
+        self.stream_topics = {stream: topics.stream(stream) for stream in batch_codecs}
+        self.bounds = {table: RowBound(table, schema) for table, schema in codec.tables.items()}
 
     def __call__(self, ws: WriteSet, outputs: list[OutputBatch]) -> list[OutputBatch]:
         sealed = []
+        limit = self.limit
         for out in outputs:
             record = self.batch_codecs[out.stream].encode(out.stream, out.batch_id, out.tuples)
-            self._check(self.topics.stream(out.stream), len(record))
-            sealed.append(replace(out, record=record))
+            if len(record) > limit:
+                self._abort(self.stream_topics[out.stream], len(record))
+            sealed.append(OutputBatch(out.stream, out.batch_id, out.tuples, record))
         for table, rows in ws.tables.items():
+            bound = self.bounds.get(table)
             for key, row in rows.items():
-                if row is TOMBSTONE or _row_bound(table, key, row) <= self.limit:
+                if row is TOMBSTONE:
+                    continue
+                if bound is not None and bound.size(key, row) <= limit:
                     continue
                 size = len(self.codec.key(table, key)) + len(self.codec.encode_row(table, row))
-                self._check(self.topics.changelog, size)
+                if size > limit:
+                    self._abort(self.changelog, size)
         return sealed
 
-    def _check(self, topic: str, size: int) -> None:
-        if size > self.limit:
-            raise TxnAbort("output_too_large", f"{topic} {size} > {self.limit}")
+    def _abort(self, topic: str, size: int) -> None:
+        raise TxnAbort("output_too_large", f"{topic} {size} > {self.limit}")
 
 
-def _row_bound(table: str, key: tuple[object, ...], row: Mapping[str, object]) -> int:
-    """At least the length of the changelog record of `row` at `key`; flat (no call per
-    value) for the usual parts and values, numbers and strings."""
-    n = 4 * len(table) + _SCALAR * (2 + len(key) + len(row))
-    for v in (*key, *row.values()):
-        t = type(v)
-        if t is str:
-            n += 4 * len(v)  # type: ignore[arg-type]
-        elif t not in _NUMBERS:
-            n += _bound(v)
-    return n
+class RowBound:
+    """An upper bound on the changelog record of one table's row, worked out from the
+    table's schema once: its fixed-size fields (numbers, booleans, enums, fixed) add a
+    constant, so only its strings, bytes and collections are looked at, row by row.
+
+    The bound holds for rows that match the schema; a row that does not cannot be encoded
+    at all, whatever its size."""
+
+    def __init__(self, table: str, schema: object) -> None:
+        fields = schema.get("fields") if isinstance(schema, dict) else None
+        self.variable: tuple[str, ...] | None = None
+        self.fixed = 4 * len(table) + 2 * _SCALAR
+        if fields is None:
+            return  # not a record: every value is looked at
+        variable = []
+        for f in fields:
+            size = _fixed_size(f["type"])
+            if size is None:
+                variable.append(f["name"])
+            else:
+                self.fixed += size
+            if "default" in f:
+                self.fixed += _bound(f["default"])
+        self.variable = tuple(variable)
+
+    def size(self, key: tuple[object, ...], row: Mapping[str, object]) -> int:
+        """At least the length of the changelog record (key and value) of `row` at `key`."""
+        n = self.fixed
+        for part in key:
+            n += _SCALAR + 4 * len(part) if type(part) is str else _SCALAR
+        if self.variable is None:
+            for v in row.values():
+                n += _bound(v)
+        else:
+            for name in self.variable:
+                n += _bound(row.get(name))
+        return n
+
+
+def _fixed_size(avro_type: object) -> int | None:
+    """At least the encoded size of every value of a fixed-size Avro type; None if the size
+    depends on the value (strings, bytes, collections, records, named references)."""
+    if isinstance(avro_type, list):  # a union: its branch index, then the largest branch
+        sizes = [_fixed_size(t) for t in avro_type]
+        return None if None in sizes else _SCALAR + max(s for s in sizes if s is not None)
+    if isinstance(avro_type, dict):
+        kind = avro_type.get("type")
+        if kind == "fixed":
+            return int(avro_type["size"])
+        if kind == "enum":
+            return _SCALAR
+        if "logicalType" in avro_type or kind in _FIXED_PRIMITIVES:
+            return _fixed_size(kind)
+        return None
+    return _SCALAR if avro_type in _FIXED_PRIMITIVES else None
+
+
+_FIXED_PRIMITIVES = frozenset({"null", "boolean", "int", "long", "float", "double"})
 
 
 def _bound(value: object) -> int:

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from txstream.engine import windows as win
-from txstream.engine.rows import private
+from txstream.engine.rows import private, privates
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, read_window, scan
 from txstream.model.declarations import Key, Procedure, Record, Table, Window
 from txstream.model.errors import ConstraintViolation, DataflowError, TxnAbort
@@ -73,7 +73,8 @@ class TableView:
 class WindowView:
     """The owning procedure's window: inserts are staged until the window slides.
 
-    Window states share their tuples, so tuples are copied on the way in and out."""
+    Window states share their tuples, so tuples are copied on the way in (by `win.insert`)
+    and out."""
 
     __slots__ = ("_ctx", "_window")
 
@@ -87,17 +88,19 @@ class WindowView:
 
     def insert(self, tup: Record) -> int:
         """Stage `tup`; returns how many slides it caused, after running their EE triggers."""
-        state, slides = win.insert(self._window.spec, self._state(), private(tup))
+        state, slides = win.insert(self._window.spec, self._state(), tup)
         self._ctx.ws.windows[self._window.name] = state
         if slides:
             self._ctx.fire_slide(self._window.name, slides)
         return slides
 
     def visible(self) -> list[Record]:
-        return [private(t) for t in win.visible(self._state())]
+        state = self._state()
+        return privates(win.visible(state), state.flat)
 
     def staged(self) -> list[Record]:
-        return [private(t) for t in win.staged(self._state())]
+        state = self._state()
+        return privates(win.staged(state), state.flat)
 
 
 class TxnContext:

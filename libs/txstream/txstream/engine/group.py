@@ -79,6 +79,8 @@ class Group:
     oltp_aborts: Counter[tuple[str, str]] = field(default_factory=Counter)
     # (stream, "resend" | "dead_letter") -> input batches whose id did not increase
     stale: Counter[tuple[str, str]] = field(default_factory=Counter)
+    # stream -> the record of its last batch processed, whose digest `take_group` stores
+    records: dict[str, bytes | None] = field(default_factory=dict)
     urgent: bool = False  # a 2PC vote waits in it: commit now, the partition is blocked
 
     @property

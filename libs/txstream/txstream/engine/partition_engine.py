@@ -28,20 +28,22 @@ from txstream.engine.group import (
     JournalEntry,
     Outcome,
     OutputBatch,
+    batch_digest,
     digest_key,
     last_batch_key,
     position_key,
 )
 from txstream.engine.participant import Participant
-from txstream.engine.writeset import Base, WriteSet, read
+from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import NestedTransaction, Procedure, Record
 from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
 from txstream.oltp.messages import Decision, EngineRequest
 
-# Called as each TE ends, before it commits, with the TE's own write set and its outputs:
-# returns the outputs with their records encoded, or raises TxnAbort to abort the TE
-# instead (a record the commit path could not write). Without one, the commit path encodes.
+# Called as each top-level unit (a lone TE, or a whole nested transaction) ends, before it
+# commits, with its own write set and its outputs: returns the outputs with their records
+# encoded, or raises TxnAbort to abort the unit instead (a record the commit path could not
+# write). Without one, the commit path encodes.
 Seal = Callable[[WriteSet, list[OutputBatch]], list[OutputBatch]]
 
 
@@ -119,6 +121,13 @@ class PartitionEngine:
         taken `in_flight` is not in the base yet: the new one reads through its writes
         until `committed` says they are."""
         group = self.group
+        for stream, record in group.records.items():
+            key = digest_key(stream, self.partition)
+            if record is None:
+                group.ws.put(SYS_TABLE, key, TOMBSTONE)
+            else:
+                group.ws.put(SYS_TABLE, key, {"value": batch_digest(record)})
+        group.records.clear()
         self.group = Group(WriteSet(group.ws)) if in_flight else Group()
         return group
 
@@ -136,16 +145,17 @@ class PartitionEngine:
         batch_id: int,
         tuples: Sequence[Record],
         source: tuple[str, int, int] | None = None,
-        digest: int | None = None,
+        record: bytes | None = None,
     ) -> Outcome:
         """Run every procedure reachable from `stream` on this batch, in graph order.
 
         `source` is the (topic, partition, offset) the batch came from; the next offset is
-        recorded in the same group, so inputs and effects commit together. `digest` is the
-        batch record's `batch_digest`, kept beside the batch id. A batch id not above the
-        last one seen on this stream partition is skipped if it is an exact re-send of the
-        last batch (the same digest), and otherwise dead-lettered: processing it would break
-        stream order, and skipping it quietly would lose it.
+        recorded in the same group, so inputs and effects commit together. `record` is the
+        batch's record, whose `batch_digest` is kept beside the batch id (computed once per
+        group, for the last batch of each stream). A batch id not above the last one seen
+        on this stream partition is skipped if it is an exact re-send of the last batch (the
+        same digest), and otherwise dead-lettered: processing it would break stream order,
+        and skipping it quietly would lose it.
         """
         ws = self.group.ws
         key = last_batch_key(stream, self.partition)
@@ -157,22 +167,26 @@ class PartitionEngine:
             self._deliver(ws, stream, batch_id, tuples, None)
             self._source = None
             ws.put(SYS_TABLE, key, {"value": batch_id})
-            if digest is not None:
-                ws.put(SYS_TABLE, digest_key(stream, self.partition), {"value": digest})
+            self.group.records[stream] = record
             self.group.batches += 1
             self.group.first_batch_ids.setdefault(stream, batch_id)
             self.group.last_batch_ids[stream] = batch_id
             outcome = Outcome.PROCESSED
         else:
-            outcome = self._stale(stream, batch_id, last, digest)
+            outcome = self._stale(stream, batch_id, last, record)
         if source is not None:
             topic, part, offset = source
             ws.put(SYS_TABLE, position_key(topic, part), {"value": offset + 1})
         return outcome
 
-    def _stale(self, stream: str, batch_id: int, last: int, digest: int | None) -> Outcome:
+    def _stale(self, stream: str, batch_id: int, last: int, record: bytes | None) -> Outcome:
         """A batch id not above `last`: a re-send of the last batch, or a dead letter."""
-        known = self.sys_value(digest_key(stream, self.partition))
+        digest = None if record is None else batch_digest(record)
+        if stream in self.group.records:
+            held = self.group.records[stream]
+            known = None if held is None else batch_digest(held)
+        else:
+            known = self.sys_value(digest_key(stream, self.partition))
         if batch_id == last and digest is not None and digest == known:
             self.group.stale[(stream, "resend")] += 1
             return Outcome.DUPLICATE
@@ -296,10 +310,15 @@ class PartitionEngine:
         nws = WriteSet(parent)
         try:
             self._run_te(nws, proc, stream, batch_id, tuples, scope)
+            if self.seal is not None:
+                scope.outputs = self.seal(nws, scope.outputs)
         except _NestedAbort as a:
             self.group.aborts.append(
                 AbortRecord(f"{nested.name}/{a.procedure}", stream, batch_id, a.reason, a.error)
             )
+            return False
+        except TxnAbort as e:  # sealed as a whole: no one member is to blame
+            self.group.aborts.append(AbortRecord(nested.name, stream, batch_id, e.reason, str(e)))
             return False
         nws.merge_into(parent)
         self.group.outputs.extend(scope.outputs)
@@ -319,8 +338,11 @@ class PartitionEngine:
         tuples: Sequence[Record],
         scope: _Scope | None,
     ) -> bool:
-        """Run one TE; False if it aborted (outside a nested transaction)."""
-        ws = WriteSet(parent)
+        """Run one TE; False if it aborted (outside a nested transaction).
+
+        A member of a nested transaction writes straight into the transaction's write set:
+        any member's abort drops that whole set, so a layer of its own would buy nothing."""
+        ws = parent if scope is not None else WriteSet(parent)
         decl = self.df.decl
         ctx = TxnContext(
             proc,
@@ -338,7 +360,7 @@ class PartitionEngine:
         try:
             proc.fn(ctx, tuples)
             outputs = [OutputBatch(s, batch_id, tups) for s, tups in ctx.outputs.items()]
-            if self.seal is not None:
+            if self.seal is not None and scope is None:
                 outputs = self.seal(ws, outputs)
         except TxnAbort as e:
             self._abort(proc, stream, batch_id, e.reason, str(e), scope)
@@ -351,7 +373,8 @@ class PartitionEngine:
             return False
         if self.timer is not None:
             self.timer(proc.name, time.perf_counter() - started)
-        ws.merge_into(parent)
+        if scope is None:
+            ws.merge_into(parent)
         (scope.outputs if scope is not None else self.group.outputs).extend(outputs)
         for out in outputs:
             self._deliver(parent, out.stream, batch_id, out.tuples, scope)

@@ -30,10 +30,12 @@ repeat its effects on the same window. The count is for metrics (window slides).
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
+from txstream.engine.rows import is_flat
 from txstream.model.windows import TimeWindowSpec, TupleWindowSpec, WindowSpec
 
 Row = dict[str, Any]
@@ -46,11 +48,14 @@ class WindowError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class WindowState:
-    """One window's contents; `boundary` is the last boundary crossed (time windows only)."""
+    """One window's contents; `boundary` is the last boundary crossed (time windows only).
+    `flat`: every tuple that entered holds only immutable values, so a shallow copy of one
+    is private (`rows.privates`); a derived fact, so not part of the state's value."""
 
     staged: tuple[Row, ...] = ()
     visible: tuple[Row, ...] = ()
     boundary: int | None = None
+    flat: bool = field(default=True, compare=False)
 
 
 _EMPTY = WindowState()
@@ -70,38 +75,45 @@ def staged(state: WindowState) -> tuple[Row, ...]:
 
 
 def insert(spec: WindowSpec, state: WindowState, tup: Row) -> tuple[WindowState, int]:
-    """The state after `tup` arrives, and how many slide boundaries that crossed.
+    """The state after a private copy of `tup` arrives, and how many slide boundaries that
+    crossed.
 
     Raises WindowError (a time window's late or untimed tuple) without changing anything.
     """
+    flat = is_flat(tup)
+    own = dict(tup) if flat else copy.deepcopy(tup)
     if isinstance(spec, TupleWindowSpec):
-        return _insert_rows(spec, state, tup)
-    return _insert_time(spec, state, tup)
+        return _insert_rows(spec, state, own, state.flat and flat)
+    return _insert_time(spec, state, own, state.flat and flat)
 
 
-def _insert_rows(spec: TupleWindowSpec, state: WindowState, tup: Row) -> tuple[WindowState, int]:
+def _insert_rows(
+    spec: TupleWindowSpec, state: WindowState, tup: Row, flat: bool
+) -> tuple[WindowState, int]:
     arrived = (*state.staged, tup)
     if len(arrived) < spec.slide:
-        return WindowState(arrived, state.visible), 0
-    return WindowState((), (state.visible + arrived)[-spec.rows :]), 1
+        return WindowState(arrived, state.visible, None, flat), 0
+    return WindowState((), (state.visible + arrived)[-spec.rows :], None, flat), 1
 
 
-def _insert_time(spec: TimeWindowSpec, state: WindowState, tup: Row) -> tuple[WindowState, int]:
+def _insert_time(
+    spec: TimeWindowSpec, state: WindowState, tup: Row, flat: bool
+) -> tuple[WindowState, int]:
     ts = _timestamp(spec, tup)
     start = ts - ts % spec.slide
     b = state.boundary
     if b is None:
-        return WindowState((tup,), (), start), 0
+        return WindowState((tup,), (), start, flat), 0
     if ts < b:
         raise WindowError(
             f"late tuple: {spec.time_field}={ts} is before the window boundary {b} "
             f"(RANGE {spec.range} SLIDE {spec.slide}); its slide period is already over"
         )
     if ts < b + spec.slide:
-        return WindowState((*state.staged, tup), state.visible, b), 0
+        return WindowState((*state.staged, tup), state.visible, b, flat), 0
     oldest = start - spec.range
     kept = tuple(r for r in state.visible + state.staged if r[spec.time_field] >= oldest)
-    return WindowState((tup,), kept, start), (start - b) // spec.slide
+    return WindowState((tup,), kept, start, flat), (start - b) // spec.slide
 
 
 def _timestamp(spec: TimeWindowSpec, tup: Row) -> int:
@@ -124,7 +136,9 @@ def to_record(state: WindowState) -> dict[str, Any]:
 
 
 def from_record(record: Mapping[str, Any]) -> WindowState:
-    return WindowState(tuple(record["staged"]), tuple(record["visible"]), record["boundary"])
+    staged, visible = tuple(record["staged"]), tuple(record["visible"])
+    flat = all(map(is_flat, staged)) and all(map(is_flat, visible))
+    return WindowState(staged, visible, record["boundary"], flat)
 
 
 def state_schema(tuple_schema: Mapping[str, Any]) -> dict[str, Any]:

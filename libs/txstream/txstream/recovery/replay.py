@@ -134,8 +134,8 @@ def _replay_weak(engine: PartitionEngine, sources: Sources, entry: JournalEntry)
     if entry.topic is None or entry.offset is None:
         raise RecoveryError(f"weak log entry for {entry.stream} has no input offset")
     batch = sources.get(entry.topic, entry.offset)
-    digest = batch_digest(sources.raw(entry.topic, entry.offset))
-    engine.process(entry.stream, entry.batch_id, batch.tuples, digest=digest)
+    record = sources.raw(entry.topic, entry.offset)
+    engine.process(entry.stream, entry.batch_id, batch.tuples, record=record)
 
 
 def _forget_consumed(engine: PartitionEngine, done: Done) -> None:

@@ -26,7 +26,7 @@ from txstream.commit.group_commit import GroupCommitter, Sent
 from txstream.commit.policy import OLTP_GROUP_MS, CommitPolicy
 from txstream.commit.record_limit import RECORD_FRAMING, RecordLimit
 from txstream.config import Settings
-from txstream.engine.group import Group, batch_digest
+from txstream.engine.group import Group
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import transactional_producer_config
@@ -230,7 +230,7 @@ class PartitionTask:
         except BatchDecodeError as e:
             self.engine.reject(stream, source, "undecodable", str(e))
             return True
-        self.engine.process(stream, batch.batch_id, batch.tuples, source, batch_digest(value))
+        self.engine.process(stream, batch.batch_id, batch.tuples, source, value)
         return True
 
     def _oltp(self, topic: str, offset: int, value: bytes | None) -> bool:
