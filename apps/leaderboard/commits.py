@@ -42,7 +42,9 @@ def wait_for_batches(
         while time.monotonic() < deadline:
             if not alive():
                 raise RuntimeError("the worker's supervisor is gone; see its log")
-            for msg in consumer.consume(500, timeout=0.2):
+            # consume returns when 500 arrive or the timeout ends: the timeout is the
+            # resolution of a progress clock, so it is short
+            for msg in consumer.consume(500, timeout=0.02):
                 if msg.error() is not None:
                     continue
                 notice: Any = decode_record(schema, msg.value() or b"")
