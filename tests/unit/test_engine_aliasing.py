@@ -223,3 +223,53 @@ def test_a_committed_te_changing_what_it_read_without_put_changes_nothing(
     assert engine.group.aborts == []
     row, _ = final_state(engine, base)
     assert row == {"n": 1, "tags": ["kept"]}
+
+
+def test_rows_of_a_table_of_scalars_are_copied_too() -> None:
+    """A table whose schema holds only scalars is copied with a plain `dict`: still a copy,
+    so changing a row read or put changes no state."""
+
+    def put_flat(ctx: TxnContext) -> None:
+        row: Record = {"n": 1}
+        ctx.table("t").put(1, row)
+        row["n"] = 2
+
+    def mutate_flat(ctx: TxnContext) -> None:
+        row = ctx.table("t").get(1)
+        assert row is not None
+        row["n"] = 99
+        (scanned,) = (r for _, r in ctx.table("t").scan())
+        scanned["n"] = 98
+        boom(ctx)
+
+    app = make_app({1: put_flat, 2: mutate_flat, 3: lambda ctx: None})
+    base = FakeBase()
+    engine = PartitionEngine(app.dataflow(), base, 0, app.params, flat_tables=frozenset({"t"}))
+    for batch_id in (1, 2, 3):
+        engine.process("a", batch_id, [{}])
+    assert read(engine.group.ws, base, "t", (1,)) == {"n": 1}
+    base.commit(engine.take_group())
+    assert base.tables["t"] == {(1,): {"n": 1}}
+
+
+def test_only_tables_of_scalars_are_flat(tmp_path: Path) -> None:
+    schemas = tmp_path / "schemas"
+    (schemas / "nested").mkdir(parents=True)
+    (schemas / "nested" / "Row.avsc").write_text(json.dumps(ROW_SCHEMA))
+    scalars = {
+        "type": "record",
+        "name": "Flat",
+        "namespace": "nested",
+        "fields": [
+            {"name": "n", "type": ["null", "long"]},
+            {"name": "s", "type": "string"},
+            {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["a"]}},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        ],
+    }
+    (schemas / "nested" / "Flat.avsc").write_text(json.dumps(scalars))
+    app = make_app({})
+    app.table("flat", schema="nested.Flat")
+    codec = StateCodec(app.dataflow(), SchemaRegistry(schemas))
+    assert "flat" in codec.flat_tables
+    assert "t" not in codec.flat_tables

@@ -12,7 +12,15 @@ from typing import Any
 
 from txstream.engine import windows as win
 from txstream.engine.rows import private, privates
-from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, read_window, scan
+from txstream.engine.writeset import (
+    TOMBSTONE,
+    Base,
+    Copier,
+    WriteSet,
+    read,
+    read_window,
+    scan,
+)
 from txstream.model.declarations import Key, Procedure, Record, Table, Window
 from txstream.model.errors import ConstraintViolation, DataflowError, TxnAbort
 
@@ -33,19 +41,21 @@ class TableView:
     written flat: no guard, constraint or trigger costs more than a test when absent.
     """
 
-    __slots__ = ("_ctx", "_name", "_table")
+    __slots__ = ("_copy", "_ctx", "_name", "_table")
 
     def __init__(self, ctx: TxnContext, table: Table) -> None:
         self._ctx = ctx
         self._table = table
         self._name = table.name
+        # A table whose schema holds only scalars has only flat rows: `dict` copies them.
+        self._copy: Copier = dict if table.name in ctx._flat_tables else private
 
     def get(self, key: Key | int | str) -> Record | None:
         k = key if isinstance(key, tuple) else (key,)
         ctx = self._ctx
         if ctx._guard is not None:
             ctx._guard(self._name, k)
-        return read(ctx.ws, ctx.base, self._name, k)
+        return read(ctx.ws, ctx.base, self._name, k, self._copy)
 
     def put(self, key: Key | int | str, value: Record) -> None:
         k = key if isinstance(key, tuple) else (key,)
@@ -55,7 +65,7 @@ class TableView:
         for c in self._table.constraints:
             if not c.check(value):
                 raise ConstraintViolation(name, c.name, k)
-        ctx.ws.put(name, k, private(value))
+        ctx.ws.put(name, k, self._copy(value))
         if name in ctx._insert_triggers:
             ctx.fire_insert(name, value)
 
@@ -67,7 +77,8 @@ class TableView:
     def scan(self, prefix: Key | int | str = ()) -> Iterator[tuple[Key, Record]]:
         """Rows whose key starts with `prefix`, in key order (materialized; safe to write)."""
         self._ctx.check(self._table.name, None)
-        return iter(list(scan(self._ctx.ws, self._ctx.base, self._table.name, as_key(prefix))))
+        rows = scan(self._ctx.ws, self._ctx.base, self._name, as_key(prefix), self._copy)
+        return iter(list(rows))
 
 
 class WindowView:
@@ -118,7 +129,9 @@ class TxnContext:
         insert_triggers: Mapping[str, list[Callable[[TxnContext, Record], None]]],
         on_slide: SlideHook,
         guard: Guard | None = None,
+        flat_tables: frozenset[str] = frozenset(),
     ) -> None:
+        """`flat_tables`: tables whose schema holds only scalars (see `TableView`)."""
         self.procedure = procedure
         self.batch_id = batch_id
         self.ws = ws
@@ -130,6 +143,7 @@ class TxnContext:
         self._insert_triggers = insert_triggers
         self._on_slide = on_slide
         self._guard = guard
+        self._flat_tables = flat_tables
 
     def check(self, table: str, key: Key | None) -> None:
         if self._guard is not None:

@@ -46,6 +46,7 @@ class EngineView(Protocol):
     params: Mapping[str, Any]
     timer: Callable[[str, float], None] | None
     group: Group
+    flat_tables: frozenset[str]
 
     def sys_value(self, key: tuple[str, str, int]) -> int | None: ...
 
@@ -313,6 +314,7 @@ class Participant:
                 decl.insert_triggers,
                 _no_slide,
                 self.guard,
+                engine.flat_tables,
             )
             started = time.perf_counter()
             try:

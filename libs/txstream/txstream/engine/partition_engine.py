@@ -74,11 +74,14 @@ class PartitionEngine:
         journal: Journal = Journal.NONE,
         timer: Callable[[str, float], None] | None = None,
         seal: Seal | None = None,
+        flat_tables: frozenset[str] = frozenset(),
     ) -> None:
-        """`timer(procedure, seconds)` is told each TE's latency (for metrics)."""
+        """`timer(procedure, seconds)` is told each TE's latency (for metrics);
+        `flat_tables` name the tables whose schema holds only scalars (`TxnContext`)."""
         self.df = dataflow
         self.timer = timer
         self.seal = seal
+        self.flat_tables = flat_tables
         self.base = base
         self.partition = partition
         self.params = params
@@ -354,6 +357,7 @@ class PartitionEngine:
             self.params,
             decl.insert_triggers,
             self._on_slide,
+            flat_tables=self.flat_tables,
         )
         self.group.executions += 1
         started = time.perf_counter()

@@ -10,7 +10,7 @@ copies (`rows.private`), and whoever puts a row must put one it will not change 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from txstream.engine.rows import private
@@ -27,6 +27,7 @@ class _Tombstone:
 
 TOMBSTONE: Any = _Tombstone()
 _MISSING: Any = object()
+Copier = Callable[[Record], Record]
 
 
 class Base(Protocol):
@@ -104,16 +105,19 @@ class WriteSet:
         parent.windows.update(self.windows)
 
 
-def read(ws: WriteSet, base: Base, table: str, key: Key) -> Record | None:
-    """The row at `key`, the caller's own to change."""
+def read(ws: WriteSet, base: Base, table: str, key: Key, copy: Copier = private) -> Record | None:
+    """The row at `key`, the caller's own to change (`copy` makes it so: plain `dict` where
+    every row of the table is flat)."""
     v = ws.lookup(table, key)
     if v is _MISSING:
         v = base.get(table, key)
-        return None if v is None else private(v)
-    return None if v is TOMBSTONE else private(v)
+        return None if v is None else copy(v)
+    return None if v is TOMBSTONE else copy(v)
 
 
-def scan(ws: WriteSet, base: Base, table: str, prefix: Key) -> Iterator[tuple[Key, Record]]:
+def scan(
+    ws: WriteSet, base: Base, table: str, prefix: Key, copy: Copier = private
+) -> Iterator[tuple[Key, Record]]:
     """Committed rows under `prefix` overlaid with the chain's writes, in key order; each
     row is the caller's own to change."""
     rows: dict[Key, Any] = dict(base.scan(table, prefix))
@@ -121,7 +125,7 @@ def scan(ws: WriteSet, base: Base, table: str, prefix: Key) -> Iterator[tuple[Ke
     for k in sorted(rows):
         v = rows[k]
         if v is not TOMBSTONE:
-            yield k, private(v)
+            yield k, copy(v)
 
 
 def read_window(ws: WriteSet, base: Base, name: str) -> WindowState | None:

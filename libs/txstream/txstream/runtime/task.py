@@ -137,6 +137,7 @@ class PartitionTask:
             seal=RecordLimit(
                 self.settings.kafka_max_record_bytes, self.topics, self.batch_codecs, self.codec
             ),
+            flat_tables=self.codec.flat_tables,
         )
         if self.log_codec is None:
             n = restore(self.state, self.settings, self.topics.changelog, self.partition)

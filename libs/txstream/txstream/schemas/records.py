@@ -18,3 +18,25 @@ def encode_record(schema: Schema, record: Mapping[str, Any]) -> bytes:
 
 def decode_record(schema: Schema, data: bytes) -> Any:
     return schemaless_reader(BytesIO(data), schema, None)
+
+
+# Avro types fastavro decodes to values no one can change in place (str, bytes, numbers,
+# and the logical types' Decimal, UUID, date and time values).
+_SCALARS = frozenset(
+    {"null", "boolean", "int", "long", "float", "double", "string", "bytes", "enum", "fixed"}
+)
+
+
+def holds_only_scalars(schema: Schema) -> bool:
+    """Whether every field of the record `schema` is a scalar, or a union of scalars: such
+    a record, decoded or written as the schema says, is copied whole by a shallow copy."""
+    fields = schema.get("fields") if isinstance(schema, dict) else None
+    return fields is not None and all(_scalar(f["type"]) for f in fields)
+
+
+def _scalar(avro_type: object) -> bool:
+    if isinstance(avro_type, list):
+        return all(_scalar(t) for t in avro_type)
+    if isinstance(avro_type, dict):
+        return avro_type.get("type") in _SCALARS
+    return avro_type in _SCALARS

@@ -19,7 +19,7 @@ from txstream.engine.participant import PREPARED_TABLE
 from txstream.engine.writeset import TOMBSTONE, WriteSet
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Record
-from txstream.schemas.records import decode_record, encode_record
+from txstream.schemas.records import decode_record, encode_record, holds_only_scalars
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import decode_key, encode_key, prefix
 
@@ -69,6 +69,8 @@ class StateCodec:
             t: isinstance(s, dict) and s.get("type") == "record" and not s.get("fields")
             for t, s in self.tables.items()
         }
+        # Tables whose rows are flat (`rows.is_flat`) whenever they match their schema.
+        self.flat_tables = frozenset(t for t, s in self.tables.items() if holds_only_scalars(s))
         self.windows: dict[str, Schema] = {
             w.name: parse_schema(win.state_schema(_record(registry.get(w.schema))))
             for w in decl.windows.values()
