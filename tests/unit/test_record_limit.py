@@ -11,9 +11,14 @@ import pytest
 from fastavro import parse_schema
 
 from leaderboard.dataflow import Params, build_app
-from txstream.commit.record_limit import RowBound
+from txstream.commit.group_commit import MAX_ERROR_CHARS, capped
+from txstream.commit.record_limit import RecordLimit, RowBound
 from txstream.config import Settings
+from txstream.engine.windows import WindowState
+from txstream.engine.writeset import WriteSet
+from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Key, Record
+from txstream.model.errors import TxnAbort
 from txstream.schemas.records import encode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
@@ -91,3 +96,41 @@ def test_the_bound_holds_for_every_kind_of_field(scale: int) -> None:
 def test_a_schema_that_is_not_a_record_bounds_every_value() -> None:
     row: Record = {"a": WIDE, "b": [WIDE, WIDE], "c": 1}
     assert RowBound("t", "string").size((1,), row) >= 4 * len(WIDE) * 3
+
+
+def _checked_limit(limit: int) -> RecordLimit:
+    app = build_app(Params())
+    registry = SchemaRegistry(Settings().schema_dir)
+    codec = StateCodec(app.dataflow(), registry)
+    seal = RecordLimit(limit, AppTopics(app.name), {}, codec)
+    seal.checked = True
+    return seal
+
+
+def test_checked_sealing_aborts_a_row_that_does_not_match_its_schema() -> None:
+    ws = WriteSet()
+    ws.put("contestants", (7,), {"contestant_number": "seven", "contestant_name": "x"})
+    with pytest.raises(TxnAbort) as e:
+        _checked_limit(1_000_000)(ws, [])
+    assert e.value.reason == "invalid_row"
+    assert "table 'contestants' key (7,)" in str(e.value)
+    unchecked = _checked_limit(1_000_000)
+    unchecked.checked = False
+    assert unchecked(ws, []) == []
+
+
+def test_checked_sealing_measures_window_states() -> None:
+    ws = WriteSet()
+    vote = {"vote_id": 1, "phone_number": 1, "contestant_number": 1, "state": "W" * 3000}
+    ws.windows["trending_window"] = WindowState((vote,), ())
+    assert _checked_limit(10_000)(ws, []) == []
+    with pytest.raises(TxnAbort) as e:
+        _checked_limit(2_000)(ws, [])
+    assert e.value.reason == "output_too_large"
+
+
+def test_an_abort_text_is_capped() -> None:
+    assert capped("x" * MAX_ERROR_CHARS) == "x" * MAX_ERROR_CHARS
+    long = capped("y" * (MAX_ERROR_CHARS + 12_345))
+    assert long.startswith("y" * MAX_ERROR_CHARS)
+    assert long.endswith("... (12,345 more characters)")

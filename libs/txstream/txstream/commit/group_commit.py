@@ -43,6 +43,18 @@ class CommitError(RuntimeError):
     """The group could not be committed; the engine must restart from committed state."""
 
 
+class UnencodableState(CommitError):
+    """A state write the changelog cannot take: a row that does not match its table's
+    schema, or a record over the size limit. Found before the transaction begins, so
+    nothing was sent; the restarted engine seals its TEs checked (`RecordLimit.checked`)
+    until it is past this group, and the TE that wrote it aborts instead."""
+
+
+# An abort's error text is for people: past this many characters it is cut, so that no
+# exception message (a huge value in it, say) can make the abort record too large.
+MAX_ERROR_CHARS = 4000
+
+
 @dataclass(frozen=True)
 class Sent:
     """A group whose Kafka transaction committed: the writes RocksDB must now receive."""
@@ -65,7 +77,10 @@ class GroupCommitter:
         notice_schema: Schema,
         log_codec: CommandLogCodec | None = None,
         wire: Wire | None = None,
+        max_record_bytes: int | None = None,
     ) -> None:
+        """`max_record_bytes`: the largest state record (key and value) the producer takes."""
+        self.max_record_bytes = max_record_bytes
         self.producer = producer
         self.topics = topics
         self.partition = partition
@@ -97,7 +112,7 @@ class GroupCommitter:
         self._thread.shutdown(wait=True)
 
     def _transact(self, group: Group, positions: Mapping[str, int]) -> Sent:
-        writes = self.codec.encode_writes(group.ws)
+        writes = self._encode_writes(group)
         self._last_log_offset = -1
         self._errors = []
         try:
@@ -117,6 +132,20 @@ class GroupCommitter:
             raise CommitError(f"group commit failed: {e}") from e
         last = self._last_log_offset
         return Sent(writes, frozenset(group.ws.tables), last + 1 if last >= 0 else -1)
+
+    def _encode_writes(self, group: Group) -> dict[bytes, bytes | None]:
+        try:
+            writes = self.codec.encode_writes(group.ws)
+        except Exception as e:
+            raise UnencodableState(f"a state write does not match its schema: {e}") from e
+        limit = self.max_record_bytes
+        if limit is not None:
+            for key, value in writes.items():
+                size = len(key) + (0 if value is None else len(value))
+                if size > limit:
+                    table, k = self.codec.describe(key)
+                    raise UnencodableState(f"state record {table} {k} is {size} > {limit} bytes")
+        return writes
 
     def _produce_all(
         self, group: Group, writes: Mapping[bytes, bytes | None], positions: Mapping[str, int]
@@ -143,7 +172,7 @@ class GroupCommitter:
             for reply in group.replies:
                 self._send(self.topics.replies, self.wire.encode(reply), partition=0)
         for a in group.aborts:
-            record = {"app": self.topics.app, **vars(a)}
+            record = {"app": self.topics.app, **vars(a), "error": capped(a.error)}
             self._send(self.topics.aborts, encode_record(self.abort_schema, record), partition=p)
         notice = {
             "app": self.topics.app,
@@ -181,3 +210,10 @@ class GroupCommitter:
         offset = msg.offset()
         if offset is not None and offset > self._last_log_offset:
             self._last_log_offset = offset
+
+
+def capped(error: str) -> str:
+    """`error`, cut to MAX_ERROR_CHARS with a note of how much was left out."""
+    if len(error) <= MAX_ERROR_CHARS:
+        return error
+    return f"{error[:MAX_ERROR_CHARS]}... ({len(error) - MAX_ERROR_CHARS:,} more characters)"

@@ -44,6 +44,11 @@ class RecordLimit:
         batch_codecs: Mapping[str, BatchCodec],
         codec: StateCodec,
     ) -> None:
+        # Checked: every state write is encoded here, so a row that does not match its
+        # table's schema, or a window state too large, aborts its TE. Turned on only after
+        # a group commit met such a write (`group_commit.UnencodableState`): encoding rows
+        # here costs what the bounds save, and the group commit encodes them anyway.
+        self.checked = False
         self.limit = limit
         self.batch_codecs = batch_codecs
         self.codec = codec
@@ -59,6 +64,9 @@ class RecordLimit:
             if len(record) > limit:
                 self._abort(self.stream_topics[out.stream], len(record))
             sealed.append(OutputBatch(out.stream, out.batch_id, out.tuples, record))
+        if self.checked:
+            self._check_encoded(ws)
+            return sealed
         for table, rows in ws.tables.items():
             bound = self.bounds.get(table)
             for key, row in rows.items():
@@ -70,6 +78,26 @@ class RecordLimit:
                 if size > limit:
                     self._abort(self.changelog, size)
         return sealed
+
+    def _check_encoded(self, ws: WriteSet) -> None:
+        codec = self.codec
+        for table, rows in ws.tables.items():
+            for key, row in rows.items():
+                if row is TOMBSTONE:
+                    continue
+                try:
+                    size = len(codec.key(table, key)) + len(codec.encode_row(table, row))
+                except Exception as e:
+                    raise TxnAbort("invalid_row", f"table {table!r} key {key!r}: {e}") from e
+                if size > self.limit:
+                    self._abort(self.changelog, size)
+        for name, state in ws.windows.items():
+            try:
+                size = len(codec.window_key(name)) + len(codec.encode_window(name, state))
+            except Exception as e:
+                raise TxnAbort("invalid_row", f"window {name!r}: {e}") from e
+            if size > self.limit:
+                self._abort(self.changelog, size)
 
     def _abort(self, topic: str, size: int) -> None:
         raise TxnAbort("output_too_large", f"{topic} {size} > {self.limit}")

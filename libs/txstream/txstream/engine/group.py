@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
@@ -29,6 +29,14 @@ class OutputBatch:
     batch_id: int
     tuples: Sequence[Record]
     record: bytes | None = None
+
+
+# Called as each top-level unit (a lone TE, a whole nested transaction, or an OLTP
+# transaction's fragments) ends, before it commits, with its own write set and its
+# outputs: returns the outputs with their records encoded, or raises TxnAbort to abort the
+# unit instead (a record the commit path could not write). Without one, the commit path
+# encodes.
+Seal = Callable[[WriteSet, list[OutputBatch]], list[OutputBatch]]
 
 
 @dataclass(frozen=True)

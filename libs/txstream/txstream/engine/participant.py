@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from txstream.engine.context import TxnContext
-from txstream.engine.group import AbortRecord, Group
+from txstream.engine.group import AbortRecord, Group, Seal
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, scan
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Procedure, Record
@@ -47,6 +47,7 @@ class EngineView(Protocol):
     timer: Callable[[str, float], None] | None
     group: Group
     flat_tables: frozenset[str]
+    seal: Seal | None
 
     def sys_value(self, key: tuple[str, str, int]) -> int | None: ...
 
@@ -327,6 +328,11 @@ class Participant:
                 return _Failed("exception", exception_detail(e), f.procedure)
             if engine.timer is not None:
                 engine.timer(f.procedure, time.perf_counter() - started)
+        if engine.seal is not None:
+            try:
+                engine.seal(ws, [])
+            except TxnAbort as e:
+                return _Failed(e.reason, str(e))
         try:
             return ws, json.dumps(results)
         except (TypeError, ValueError) as e:

@@ -28,6 +28,7 @@ from txstream.engine.group import (
     JournalEntry,
     Outcome,
     OutputBatch,
+    Seal,
     batch_digest,
     digest_key,
     last_batch_key,
@@ -39,12 +40,6 @@ from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import NestedTransaction, Procedure, Record
 from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
 from txstream.oltp.messages import Decision, EngineRequest
-
-# Called as each top-level unit (a lone TE, or a whole nested transaction) ends, before it
-# commits, with its own write set and its outputs: returns the outputs with their records
-# encoded, or raises TxnAbort to abort the unit instead (a record the commit path could not
-# write). Without one, the commit path encodes.
-Seal = Callable[[WriteSet, list[OutputBatch]], list[OutputBatch]]
 
 
 @dataclass

@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from txstream import failpoints
-from txstream.commit.group_commit import GroupCommitter, Sent
+from txstream.commit.group_commit import GroupCommitter, Sent, UnencodableState
 from txstream.commit.policy import OLTP_GROUP_MS, CommitPolicy
 from txstream.commit.record_limit import RECORD_FRAMING, RecordLimit
 from txstream.config import Settings
@@ -40,6 +40,7 @@ from txstream.recovery.policy import RecoveryPolicy
 from txstream.recovery.replay import replay
 from txstream.recovery.snapshots import Snapshots
 from txstream.recovery.sources import BorderSources, RecoveryError
+from txstream.runtime.checked_mode import CheckedMode
 from txstream.runtime.inputs import Inputs
 from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
@@ -64,6 +65,7 @@ class _InFlight:
     group: Group
     sent: Future[Sent]
     started: float
+    positions: dict[str, int]  # the inputs' next offsets once it commits
 
 
 class PartitionTask:
@@ -127,6 +129,9 @@ class PartitionTask:
         started = time.monotonic()
         self.store = self._open_store()
         self.state = CommittedState(self.store, self.codec, self.log_name)
+        seal = RecordLimit(
+            self.settings.kafka_max_record_bytes, self.topics, self.batch_codecs, self.codec
+        )
         self.engine = PartitionEngine(
             self.dataflow,
             self.state,
@@ -134,11 +139,11 @@ class PartitionTask:
             self.app.params,
             self.recovery.journal,
             timer=metrics.te_timer(self.app.name),
-            seal=RecordLimit(
-                self.settings.kafka_max_record_bytes, self.topics, self.batch_codecs, self.codec
-            ),
+            seal=seal,
             flat_tables=self.codec.flat_tables,
         )
+        self.checked = CheckedMode(self.state_dir.with_name(f"p{self.partition}.checked"), seal)
+        self.checked.load()
         if self.log_codec is None:
             n = restore(self.state, self.settings, self.topics.changelog, self.partition)
         else:
@@ -163,6 +168,7 @@ class PartitionTask:
             self._notice_schema,
             self.log_codec,
             self.wire,
+            self.settings.kafka_max_record_bytes,
         )
         held = self.engine.load_prepared()
         if held:
@@ -308,7 +314,7 @@ class PartitionTask:
             positions = self.positions()  # read through the group, so before it is taken
             group = self.engine.take_group(in_flight=True)
             sent = self.committer.send(group, positions)
-            self._in_flight = _InFlight(group, sent, time.monotonic())
+            self._in_flight = _InFlight(group, sent, time.monotonic(), positions)
         return done
 
     def finish_commit(self, wait: bool = False) -> list[dict[str, Any]]:
@@ -323,6 +329,10 @@ class PartitionTask:
         except StateStoreCorruption:
             self._drop_store()
             raise
+        except UnencodableState:
+            self.checked.failed(self.positions())
+            raise
+        self.checked.committed(flight.positions)
         self.engine.committed()
         group = flight.group
         self._count(group, time.monotonic() - flight.started)
