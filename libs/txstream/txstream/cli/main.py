@@ -6,7 +6,7 @@ from importlib.metadata import entry_points
 
 import typer
 
-from txstream.cli import consume, oltp, produce, schemas, stack, supervise, top, topics
+from txstream.cli import consume, describe, oltp, produce, schemas, stack, supervise, top, topics
 
 app = typer.Typer(
     name="txstream",
@@ -22,6 +22,7 @@ app.command()(consume.consume)
 app.command()(oltp.call)
 app.command()(oltp.query)
 app.command()(top.top)
+app.command()(describe.describe)
 app.add_typer(supervise.app)  # merged: `txstream supervise`
 
 # Services and applications add their own command groups (`txstream worker`,

@@ -10,6 +10,8 @@ def validate(ctx, batch): ...
 from __future__ import annotations
 
 import importlib
+import inspect
+import traceback
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, TypeVar
 
@@ -166,22 +168,66 @@ class App:
 
 
 class AppLoadError(ValueError):
-    """The --app spec does not name a factory that returns an App."""
+    """The --app spec does not name a valid App, or a factory that returns one; the message
+    is one line naming what was wrong."""
 
 
 def load_app(spec: str, params: Mapping[str, Any]) -> App:
-    """`package.module:factory`, called with the app parameters."""
+    """`package.module:attr`: an App, or a factory called with the app parameters (or with
+    none, if it takes none) that returns one. Its dataflow is validated here, so every
+    mistake surfaces as one AppLoadError, not as a traceback from deep in a service."""
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
-        raise AppLoadError(f"--app {spec!r}: expected 'module:factory'")
+        raise AppLoadError(f"--app {spec!r}: expected 'module:factory', e.g. 'myapp:build'")
     try:
-        factory = getattr(importlib.import_module(module_name), attr)
-    except (ImportError, AttributeError) as e:
-        raise AppLoadError(f"--app {spec!r}: {e}") from e
-    application = factory(dict(params))
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as e:
+        raise AppLoadError(
+            f"--app {spec!r}: no module named {e.name!r} (is it on PYTHONPATH?)"
+        ) from None
+    except Exception as e:
+        raise AppLoadError(
+            f"--app {spec!r}: importing {module_name} failed: {_one_line(e)}"
+        ) from None
+    target = getattr(module, attr, None)
+    if target is None:
+        raise AppLoadError(f"--app {spec!r}: module {module_name} has no attribute {attr!r}")
+    application = target if isinstance(target, App) else _call(spec, target, params)
     if not isinstance(application, App):
-        raise AppLoadError(f"--app {spec!r} returned {type(application).__name__}, not an App")
+        raise AppLoadError(
+            f"--app {spec!r} returned {type(application).__name__}, not a txstream.App"
+        )
+    try:
+        application.dataflow()
+    except DataflowError as e:
+        raise AppLoadError(f"--app {spec!r}: the dataflow is invalid: {e}") from None
     return application
+
+
+def _call(spec: str, factory: object, params: Mapping[str, Any]) -> object:
+    if not callable(factory):
+        raise AppLoadError(
+            f"--app {spec!r} is a {type(factory).__name__}, neither an App nor a factory"
+        )
+    try:
+        takes_params = bool(inspect.signature(factory).parameters)
+    except (TypeError, ValueError):
+        takes_params = True
+    try:
+        return factory(dict(params)) if takes_params else factory()
+    except Exception as e:
+        raise AppLoadError(f"--app {spec!r}: the factory raised {_one_line(e)}") from None
+
+
+def _one_line(e: BaseException) -> str:
+    """`Type: message` of `e`, on one line, with where it was raised when that is known."""
+    text = " ".join(f"{type(e).__name__}: {e}".split())
+    frames = traceback.extract_tb(e.__traceback__)
+    if isinstance(e, SyntaxError) and e.filename:
+        return f"{text} ({e.filename}:{e.lineno})"
+    if frames:
+        return f"{text} ({frames[-1].filename}:{frames[-1].lineno})"
+    return text
 
 
 __all__ = ["App", "AppLoadError", "Record", "load_app"]
