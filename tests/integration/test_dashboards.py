@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import time
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
@@ -148,3 +149,16 @@ def assert_top_shows_the_workload(settings: Settings, tmp: Path) -> None:
     for shown in ("validate", "maintain_leaderboard", "debit", "credit", "2pc_committed",
                   "single_committed", "constraint_violation", "4 targets"):  # fmt: skip
         assert shown in text, f"{shown!r} not in `txstream top`:\n{text}"
+
+
+def test_the_alert_rules_are_loaded(prometheus: PrometheusServer) -> None:
+    """The native stack's Prometheus evaluates our alert rules (their logic is tested with
+    promtool in tests/unit/test_alert_rules.py)."""
+    with urllib.request.urlopen(f"{prometheus.url}/api/v1/rules", timeout=10) as resp:
+        groups = json.load(resp)["data"]["groups"]
+    rules = [r for g in groups for r in g["rules"]]
+    assert {r["name"] for r in rules} == {
+        "TxstreamServiceDown", "TxstreamCommitSlow", "TxstreamInputLag",
+        "TxstreamDeadLetters", "TxstreamSequencerDeadLetters", "Txstream2PCStuck",
+    }  # fmt: skip
+    assert all(r["type"] == "alerting" and r["health"] != "err" for r in rules), rules

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from txstream.config import Settings
+from txstream.observability.alerts import RULES
 from txstream.observability.targets import live_targets, targets_dir
 from txstream.stack.process import ManagedProcess, port_free
 
@@ -24,6 +25,9 @@ CONFIG = """\
 global:
   scrape_interval: {interval}
   evaluation_interval: {interval}
+
+rule_files:
+  - "{rules}"
 
 scrape_configs:
   - job_name: txstream
@@ -121,5 +125,7 @@ class PrometheusServer:
         targets_dir(self.settings).mkdir(parents=True, exist_ok=True)
         path = self.conf_dir / "prometheus.yml"
         interval = f"{round(self.settings.prometheus_scrape_interval_s * 1000)}ms"
-        path.write_text(CONFIG.format(targets=targets_dir(self.settings), interval=interval))
+        path.write_text(
+            CONFIG.format(targets=targets_dir(self.settings), interval=interval, rules=RULES)
+        )
         return path
