@@ -18,6 +18,13 @@ from pydantic_settings import (
 )
 
 
+def default_schema_dir() -> Path:
+    """The checkout's `schemas/`; in an installed wheel, the copy packaged with txstream
+    (`txstream/avro`, a link to `schemas/` in the checkout)."""
+    checkout = project_root() / "schemas"
+    return checkout if checkout.is_dir() else Path(__file__).with_name("avro")
+
+
 def project_root() -> Path:
     """The checkout that holds `schemas/` and the Makefile.
 
@@ -68,7 +75,7 @@ class Settings(BaseSettings):
     # dies; the broker's minimum is 6 s. The active one truncates its log this often.
     coordinator_session_timeout_s: float = Field(default=6.0, gt=0)
     coordinator_log_truncate_s: float = Field(default=30.0, gt=0)
-    schema_dir: Path = project_root() / "schemas"
+    schema_dir: Path = Field(default_factory=default_schema_dir)
     # The native stack's Prometheus (Debian's package); services register their own targets.
     prometheus_bin: str = "prometheus"
     prometheus_host: str = "127.0.0.1"

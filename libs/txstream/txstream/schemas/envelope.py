@@ -15,7 +15,7 @@ from fastavro import parse_schema
 from fastavro.schema import SchemaParseException, UnknownType
 from fastavro.types import NamedSchemas, Schema
 
-from txstream.config import project_root
+from txstream.config import default_schema_dir
 from txstream.schemas.registry import SchemaError, read_avsc
 
 ENVELOPE = "txstream.BatchEnvelope"
@@ -24,7 +24,7 @@ ENVELOPE = "txstream.BatchEnvelope"
 @functools.cache
 def envelope_template() -> dict[str, Any]:
     """The envelope as written in its `.avsc`, with the placeholder tuple record."""
-    template: dict[str, Any] = read_avsc(project_root() / "schemas" / f"{ENVELOPE}.avsc")
+    template: dict[str, Any] = read_avsc(default_schema_dir() / f"{ENVELOPE}.avsc")
     return template
 
 
