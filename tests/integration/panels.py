@@ -73,8 +73,18 @@ def panel_exprs(keep: Callable[[str], bool]) -> list[Expr]:
         for panel in json.loads(path.read_text())["panels"]:
             for target in panel["targets"]:
                 if keep(target["expr"]):
-                    found.append((path.name, panel["title"], target["expr"]))
+                    found.append((path.name, panel["title"], as_grafana_sends(target["expr"])))
     return found
+
+
+def as_grafana_sends(expr: str) -> str:
+    """The query Grafana sends for `expr` with every variable at "All" (`.*`) and a rate
+    interval of a minute (four scrapes or more, as Grafana works it out)."""
+    return (
+        expr.replace("$__rate_interval", "1m")
+        .replace('"$app"', '".*"')
+        .replace('"$instance"', '".*"')
+    )
 
 
 def panels_without_data(

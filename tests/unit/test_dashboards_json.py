@@ -91,3 +91,27 @@ def etl_metrics() -> set[str]:
             base = name.removesuffix("_total")
             found |= {base, f"{base}_total", f"{base}_bucket", f"{base}_count", f"{base}_sum"}
     return found
+
+
+APP_LABELLED = re.compile(r"txstream_(?!coordinator_|sequencer_|etl_)[a-z0-9_]+")
+
+
+@pytest.mark.parametrize("path", DASHBOARDS, ids=lambda p: p.stem)
+def test_every_selector_follows_the_variables_and_the_rate_interval(path: Path) -> None:
+    """An `instance` variable on every dashboard and an `app` one wherever a metric has that
+    label, both defaulting to all; every metric filtered by them; no fixed rate window."""
+    doc = load(path)
+    variables = {v["name"]: v for v in doc["templating"]["list"]}
+    assert "instance" in variables, path.name
+    for v in variables.values():
+        assert v["type"] == "query" and v["includeAll"] and v["allValue"] == ".*", v
+        assert v["datasource"]["uid"] == datasource_uid(), v
+    for panel in doc["panels"]:
+        for target in panel["targets"]:
+            expr, where = target["expr"], f"{path.name} / {panel['title']}"
+            assert "[1m]" not in expr, f"{where}: use [$__rate_interval]: {expr}"
+            for name, selector in re.findall(r"\b(up|txstream_[a-z0-9_]+)\b(\{[^}]*\})?", expr):
+                assert 'instance=~"$instance"' in selector, f"{where}: {name} unfiltered"
+                if APP_LABELLED.fullmatch(name):
+                    assert "app" in variables, f"{where}: no app variable for {name}"
+                    assert 'app=~"$app"' in selector, f"{where}: {name} not filtered by app"
