@@ -123,3 +123,10 @@ def test_describe_fails_in_one_line_with_exit_2(modules: Path, spec: str) -> Non
     assert result.output.strip().count("\n") == 0, result.output
     assert result.output.startswith(f"error: --app {spec!r}")
     assert "Traceback" not in result.output
+
+
+def test_topics_ensure_names_a_bad_app_in_one_line(modules: Path) -> None:
+    result = CliRunner().invoke(cli, ["topics", "ensure", "--app", "myflows:raises"])
+    assert result.exit_code == 2
+    assert "the factory raised KeyError" in result.output
+    assert "Traceback" not in result.output

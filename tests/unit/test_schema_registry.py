@@ -64,7 +64,11 @@ def test_references_resolve_across_files_whatever_their_order_and_names(tmp_path
     write(tmp_path / "nested", "z_kind.avsc", KIND)
     registry = SchemaRegistry(tmp_path)
 
-    assert registry.names() == ["shop.Kind", "shop.Order", "shop.Place"]
+    assert [n for n in registry.names() if not n.startswith("txstream.")] == [
+        "shop.Kind",
+        "shop.Order",
+        "shop.Place",
+    ]
     assert registry.origin("shop.Kind") == tmp_path / "nested" / "z_kind.avsc"
     record = {"id": 7, "kind": "WEB", "previous_kind": "SMS", "where": {"city": "Boston"}}
     assert round_trip(registry.get("shop.Order"), record) == record
@@ -163,3 +167,17 @@ def test_to_avsc_is_self_contained_for_apache_avro(tmp_path: Path) -> None:
     parsed = avro.schema.parse(text)
     assert isinstance(parsed, avro.schema.RecordSchema)
     assert [f.name for f in parsed.fields] == ["id", "kind", "previous_kind", "where"]
+
+
+def test_an_apps_own_directory_also_has_txstreams_record_types(tmp_path: Path) -> None:
+    """An app's schema directory holds only its schemas; the engine's own (envelopes,
+    aborts, commit notices) come with txstream, unless the directory redefines one."""
+    write(tmp_path, "order.avsc", KIND)
+    registry = SchemaRegistry(tmp_path)
+    assert registry.get("shop.Kind")
+    assert registry.origin("txstream.AbortRecord").name == "AbortRecord.avsc"
+    assert registry.get("txstream.CommitNotice")
+    (tmp_path / "txstream").mkdir()
+    mine = {"type": "record", "name": "AbortRecord", "namespace": "txstream", "fields": []}
+    (tmp_path / "txstream" / "AbortRecord.avsc").write_text(json.dumps(mine))
+    assert SchemaRegistry(tmp_path).origin("txstream.AbortRecord").parent == tmp_path / "txstream"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -11,6 +12,8 @@ from rich.table import Table
 
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
+from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.model.app import AppLoadError, load_app
 
 app = typer.Typer(help="Create, list and describe Kafka topics.", no_args_is_help=True)
 out = Console(soft_wrap=True, markup=False)
@@ -107,3 +110,30 @@ def describe(
     out.print(f"{label}:{'' if shown else ' none'}", markup=False)
     for key, value in shown.items():
         out.print(f"  {key}={value}", markup=False)
+
+
+@app.command()
+def ensure(
+    app_spec: Annotated[str, typer.Option("--app", help="module:factory (or module:app)")],
+    params: Annotated[str, typer.Option(help="JSON object passed to the factory")] = "{}",
+) -> None:
+    """Create the topics an app needs, as its worker does on start (existing ones are left
+    as they are), so that input can be sent before the first worker is up."""
+    try:
+        application = load_app(app_spec, json.loads(params))
+    except (json.JSONDecodeError, AppLoadError) as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from None
+    settings = Settings()
+    try:
+        names = ensure_topics(
+            TopicAdmin(settings),
+            AppTopics(application.name),
+            application.decl.streams,
+            partitions=settings.kafka_partitions,
+            oltp=bool(application.decl.transactions),
+        )
+    except KafkaAdminError as e:
+        raise fail(e) from e
+    for name in names:
+        out.print(name, markup=False)

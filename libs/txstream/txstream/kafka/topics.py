@@ -88,9 +88,10 @@ def ensure_topics(
     streams: Iterable[str],
     partitions: int,
     oltp: bool = False,
-) -> None:
+) -> list[str]:
     """Create every topic the app needs that does not exist yet (idempotent); `oltp` adds
-    the coordinator's topics, for apps that register transactions."""
+    the coordinator's topics, for apps that register transactions. Returns the topics
+    the app needs, in order."""
     compacted = {"cleanup.policy": "compact"}
     kept = {"retention.ms": "-1", "retention.bytes": "-1"}
     wanted: dict[str, tuple[int, dict[str, str]]] = {
@@ -112,3 +113,4 @@ def ensure_topics(
             continue
         with contextlib.suppress(TopicExistsError):  # made meanwhile by another worker: fine
             admin.create_topic(name, partitions=count, config=config)
+    return list(wanted)

@@ -17,6 +17,8 @@ from fastavro import parse_schema
 from fastavro.schema import SchemaParseException, UnknownType
 from fastavro.types import NamedSchemas, Schema
 
+from txstream.config import default_schema_dir
+
 NAMED_TYPES = frozenset({"record", "error", "enum", "fixed"})
 
 
@@ -51,13 +53,17 @@ def read_avsc(path: Path) -> Any:
 
 
 class SchemaRegistry:
-    """The schemas of one directory, looked up by full name (`namespace.Name`)."""
+    """The schemas of one directory, looked up by full name (`namespace.Name`).
+
+    txstream's own record types (`txstream.*`: envelopes, aborts, commit notices, OLTP
+    messages) are always there: an app's own schema directory holds only its schemas."""
 
     def __init__(self, schema_dir: Path) -> None:
         if not schema_dir.is_dir():
             raise SchemaError(f"schema directory {schema_dir} does not exist")
         self.schema_dir = schema_dir
         files = {p: read_avsc(p) for p in sorted(schema_dir.rglob("*.avsc"))}
+        files |= {p: read_avsc(p) for p in _system_files(schema_dir)}
         self._named, self._origin = _parse_together(files, schema_dir)
         self._parsed: dict[str, Schema] = {}
 
@@ -96,6 +102,15 @@ class SchemaRegistry:
             raise UnknownSchemaError(
                 f"unknown schema {fullname!r}: no .avsc under {self.schema_dir} defines it{hint}"
             ) from None
+
+
+def _system_files(schema_dir: Path) -> list[Path]:
+    """txstream's own schema files, unless `schema_dir` is their home or defines them."""
+    home = default_schema_dir()
+    if home.resolve() == schema_dir.resolve():
+        return []
+    system = [*home.glob("txstream.*.avsc"), *(home / "txstream").rglob("*.avsc")]
+    return [p for p in sorted(system) if not (schema_dir / p.relative_to(home)).exists()]
 
 
 def load_avsc(path: Path, registry: SchemaRegistry | None = None) -> Schema:
