@@ -25,9 +25,9 @@ apt:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -e '.[dev,bench,etl]'
+	$(BIN)/pip install -q -c requirements.lock -e '.[dev,bench,etl]'
 	@touch $@
 
 kafka-jars: $(KAFKA_LIBS)/.installed
