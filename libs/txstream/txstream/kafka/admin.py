@@ -169,7 +169,15 @@ class TopicAdmin:
         )
         resource = ConfigResource(ResourceType.TOPIC, name)
         future = self._client.describe_configs([resource], request_timeout=self.timeout_s)[resource]
-        entries: dict[str, Any] = self._result(future, f"describe the config of topic {name!r}")
+        try:
+            entries: dict[str, Any] = self._result(future, f"describe the config of topic {name!r}")
+        except KafkaAdminError as e:
+            # In a cluster, the broker asked for the config may not know a new topic yet.
+            if isinstance(e.__cause__, KafkaException) and (
+                _code(e.__cause__) == KafkaError.UNKNOWN_TOPIC_OR_PART
+            ):
+                raise TopicNotFoundError(f"{e} (not on every broker yet?)") from e
+            raise
         return TopicDescription(
             name=name,
             partitions=states,
