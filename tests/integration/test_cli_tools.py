@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Producer
 from typer.testing import CliRunner, Result
 
 from tests.conftest import KafkaEnv, free_port
@@ -27,8 +28,9 @@ from txstream.kafka.admin import (
     TopicExistsError,
     TopicNotFoundError,
 )
-from txstream.kafka.clients import read_committed_consumer_config
+from txstream.kafka.clients import idempotent_producer_config, read_committed_consumer_config
 from txstream.kafka.routing import partition_of
+from txstream.oltp.messages import CoordinatorLog, Decision, Wire
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 
@@ -384,3 +386,24 @@ def test_schemas_list_names_types_and_files(env: dict[str, str]) -> None:
         "clitest.Vote",
         str(Path(env["TXSTREAM_SCHEMA_DIR"]) / "vote.avsc"),
     ]
+
+
+def test_consume_decodes_oltp_messages_after_their_type_byte(
+    kafka: KafkaEnv, env: dict[str, str], new_topic: Callable[..., str]
+) -> None:
+    """An OLTP topic's records are a type byte, then the record: `consume --schema
+    txstream.Decision` reads past the byte, and names a record of another type."""
+    topic = new_topic("cli-oltp")
+    wire = Wire(SchemaRegistry(Settings().schema_dir))
+    producer = Producer(idempotent_producer_config(Settings(kafka_bootstrap=kafka.bootstrap)))
+    producer.produce(topic, wire.encode(Decision("t-1", 3, True)), partition=0)
+    producer.produce(topic, wire.encode(CoordinatorLog("epoch", 3)), partition=0)
+    assert producer.flush(30) == 0
+    got = consume_json(env, topic, "--schema", "txstream.Decision", "--max", "1")
+    assert got == [{"txn_id": "t-1", "epoch": 3, "commit": True}]
+    wrong = run(env, "consume", "--topic", topic, "--schema", "txstream.Decision",
+                "--idle-timeout", "3")  # fmt: skip
+    assert wrong.exit_code != 0
+    assert wrong.stderr.strip().endswith(
+        "not a txstream.Decision message: type byte b'L', not b'D'"
+    ), wrong.stderr

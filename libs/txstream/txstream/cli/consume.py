@@ -34,6 +34,7 @@ from txstream.cli.produce import SCHEMA_HEADER, plural
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.clients import error_text, read_committed_consumer_config
+from txstream.oltp.messages import type_byte_of
 from txstream.schemas import BatchCodec, BatchDecodeError, SchemaError, SchemaRegistry
 
 err = Console(stderr=True, highlight=False, soft_wrap=True)
@@ -133,7 +134,9 @@ class Decoders:
                 self._registry = SchemaRegistry(self._settings.schema_dir)
             parsed = self._registry.get(name)
             decoder = (
-                envelope_decoder(BatchCodec(parsed)) if self._envelope else plain_decoder(parsed)
+                envelope_decoder(BatchCodec(parsed))
+                if self._envelope
+                else plain_decoder(parsed, type_byte_of(name))
             )
             self._decoders[name] = decoder
         return decoder
@@ -153,12 +156,21 @@ class Decoders:
         try:
             return decoder(value)
         except DecodeError as e:
-            hint = "" if self._envelope else " (an atomic batch? try --envelope)"
+            batch = not self._envelope and type_byte_of(name) is None
+            hint = " (an atomic batch? try --envelope)" if batch else ""
             raise DecodeError(f"{where}: {e}{hint}") from e
 
 
-def plain_decoder(parsed: Any) -> Decoder:
+def plain_decoder(parsed: Any, type_byte: bytes | None = None) -> Decoder:
+    """`type_byte`: the records are OLTP messages, each one type byte then its record."""
+
     def decode(data: bytes) -> Any:
+        if type_byte is not None:
+            if data[:1] != type_byte:
+                raise DecodeError(
+                    f"not a {parsed['name']} message: type byte {data[:1]!r}, not {type_byte!r}"
+                )
+            data = data[1:]
         buf = BytesIO(data)
         try:
             record = schemaless_reader(buf, parsed, None)

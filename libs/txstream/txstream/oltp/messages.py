@@ -212,6 +212,11 @@ MESSAGE_TYPES: tuple[type[Message], ...] = (
 _BY_TYPE_BYTE = {m.type_byte: m.schema_name for m in MESSAGE_TYPES}
 
 
+def type_byte_of(schema_name: str) -> bytes | None:
+    """The type byte OLTP messages of `schema_name` start with; None for other records."""
+    return next((m.type_byte for m in MESSAGE_TYPES if m.schema_name == schema_name), None)
+
+
 class Wire:
     """Encoders and decoders for the OLTP messages, from one schema registry."""
 
