@@ -1,0 +1,42 @@
+"""`make demo` is worth watching: its removals go on over the whole run, and three
+contestants are left on the boards at the end (before, 11 of 12 were gone halfway)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from leaderboard.dataflow import Params, build_app
+from leaderboard.demo import draw_throughput, spread_threshold
+from leaderboard.reference_data import contestants, load_area_code_states
+from leaderboard.votegen import write_votes_file
+from leaderboard.votes_file import iter_batches
+from txstream.testing import AppTester
+
+
+def test_removals_are_spread_over_the_run_and_three_contestants_stay(tmp_path: Path) -> None:
+    votes, n = 3000, 12
+    path = tmp_path / "votes.txt"
+    write_votes_file(path, votes, contestants=n, seed=1)
+    t = AppTester(build_app(Params(contestants=n, threshold=spread_threshold(votes, n))))
+    t.feed("contestant_rows", [
+        {"contestant_number": k, "contestant_name": name, "num_votes": 0}
+        for k, name in contestants(n).items()
+    ])  # fmt: skip
+    t.feed(
+        "area_code_rows", [{"area_code": a, "state": s} for a, s in load_area_code_states().items()]
+    )
+    for batch in iter_batches(path, 1):
+        tuples = [{"vote_id": v.vote_id, "phone_number": v.phone_number,
+                   "contestant_number": v.contestant_number} for v in batch.votes]  # fmt: skip
+        t.feed("votes", tuples, batch.batch_id)
+    accepted = t.table("stats")[("accepted",)]["value"]
+    removed = sorted(r["at_accepted"] for r in t.table("removed").values())
+    assert len(t.table("contestants")) == 3
+    assert len(removed) == n - 3
+    assert removed[-1] >= 0.85 * accepted, (removed, accepted)
+
+
+def test_the_throughput_plot_is_drawn(tmp_path: Path) -> None:
+    plot = tmp_path / "demo.png"
+    draw_throughput([(0.1, 100), (0.6, 900), (1.2, 2000)], plot)
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
