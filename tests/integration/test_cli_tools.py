@@ -20,7 +20,7 @@ from typer.testing import CliRunner, Result
 from tests.conftest import KafkaEnv, free_port
 from tests.kafka_reads import read_to_end, read_until
 from txstream.cli.main import app
-from txstream.config import Settings
+from txstream.config import Settings, default_schema_dir
 from txstream.kafka.admin import (
     BrokerUnreachableError,
     TopicAdmin,
@@ -382,10 +382,11 @@ def test_schemas_check_reports_compatibility_with_exit_codes(
 def test_schemas_list_names_types_and_files(env: dict[str, str]) -> None:
     result = run(env, "schemas", "list")
     assert result.exit_code == 0, result.stderr
-    assert result.stdout.split() == [
-        "clitest.Vote",
-        str(Path(env["TXSTREAM_SCHEMA_DIR"]) / "vote.avsc"),
-    ]
+    listed = dict(line.split() for line in result.stdout.splitlines())
+    assert listed["clitest.Vote"] == str(Path(env["TXSTREAM_SCHEMA_DIR"]) / "vote.avsc")
+    # txstream's own record types come with it, from its own directory
+    assert listed["txstream.AbortRecord"] == str(default_schema_dir() / "txstream/AbortRecord.avsc")
+    assert all(name == "clitest.Vote" or name.startswith("txstream.") for name in listed)
 
 
 def test_consume_decodes_oltp_messages_after_their_type_byte(

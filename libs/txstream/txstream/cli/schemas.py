@@ -19,7 +19,8 @@ err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 @app.command("list")
 def list_schemas() -> None:
-    """Every named type in the schema directory, with the file that defines it."""
+    """Every named type in the schema directory, and txstream's own, with the file that
+    defines it."""
     try:
         registry = SchemaRegistry(Settings().schema_dir)
     except SchemaError as e:
