@@ -221,3 +221,14 @@ def test_prometheus_and_grafana_mount_their_config() -> None:
 )
 def test_host_ip_parses_port_specs(spec: str | dict[str, Any], expected: str | None) -> None:
     assert host_ip(spec) == expected
+
+
+def test_workers_scale_out() -> None:
+    """`docker compose up --scale worker=N`: replicas need distinct names, ports and
+    instance ids. Each container's host name differs, so each takes its own `<host>-1`
+    slot; nothing in the service may pin one name, port or id for all of them."""
+    worker = resolved()["services"]["worker"]
+    assert "container_name" not in worker
+    assert not worker.get("ports"), "a published port would collide between replicas"
+    assert "hostname" not in worker
+    assert "TXSTREAM_WORKER_ID" not in (worker.get("environment") or {})
