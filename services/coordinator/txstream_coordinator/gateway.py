@@ -3,24 +3,65 @@
   POST /transactions   {"fragments": [{"key": [1], "procedure": "debit", "params": {...}}]}
   GET  /tables/<table>?key=[1]&where=balance<10&isolation=snapshot
   GET  /health
+  GET  /openapi.json   the OpenAPI document of the above (and /docs to try them)
 
-It is a thin gateway over the Python client, so HTTP and Kafka clients take the same path
-through the coordinator. Results are JSON; a bad request is a 400 naming what is wrong.
+A FastAPI app over the Python client, so HTTP and Kafka clients take the same path through
+the coordinator. Results are JSON; a bad request is a 400 whose `error` names what is
+wrong, and no answer in time is a 504.
 """
 
 from __future__ import annotations
 
-import json
 import threading
-from collections.abc import Callable
-from http import HTTPStatus
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
-from urllib.parse import parse_qs, urlparse
+import time
+from typing import Annotated, Any, Literal
 
+import uvicorn
+from fastapi import FastAPI, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, Field
+
+from txstream import __version__
 from txstream.client import OltpTimeout, TxClient
 from txstream.oltp.messages import Fragment, TxnResult, fragments_from_json, key_of
 from txstream.oltp.predicates import parse_condition
+
+KeyPart = int | str
+MAX_TIMEOUT_S = 120.0
+
+
+class FragmentIn(BaseModel):
+    """One procedure call, run in the engine that owns `key`."""
+
+    key: list[KeyPart] | KeyPart = Field(description="the partitioning key: a value or a list")
+    procedure: str = Field(min_length=1, description="a transaction the app registers")
+    params: dict[str, Any] = Field(default_factory=dict)
+
+
+class TransactionIn(BaseModel):
+    fragments: list[FragmentIn] = Field(min_length=1)
+    timeout_s: float | None = Field(
+        default=None, gt=0, le=MAX_TIMEOUT_S, description="default: the client's"
+    )
+
+
+class ResultOut(BaseModel):
+    status: str = Field(description="committed, aborted or failed")
+    txn_id: str
+    reason: str
+    detail: str
+    results: list[Any]
+    rows: list[list[Any]] = Field(description="[key, row] pairs of a query")
+    partitions: list[int]
+
+
+class ErrorOut(BaseModel):
+    error: str
+
+
+class HealthOut(BaseModel):
+    status: Literal["ok"]
 
 
 def result_json(r: TxnResult) -> dict[str, Any]:
@@ -41,72 +82,95 @@ def fragments_of(body: Any) -> list[Fragment]:
     return fragments_from_json(body["fragments"])
 
 
-class _Handler(BaseHTTPRequestHandler):
-    client: TxClient
+ANSWERS: dict[int | str, dict[str, Any]] = {
+    400: {"model": ResultOut | ErrorOut, "description": "a bad request, or a failed one"},
+    504: {"model": ErrorOut, "description": "no answer from the coordinator in time"},
+}
 
-    def do_GET(self) -> None:
-        url = urlparse(self.path)
-        if url.path == "/health":
-            self._send(HTTPStatus.OK, {"status": "ok"})
-            return
-        parts = url.path.strip("/").split("/")
-        if len(parts) != 2 or parts[0] != "tables":
-            self._send(HTTPStatus.NOT_FOUND, {"error": f"no route {url.path}"})
-            return
-        qs = parse_qs(url.query)
+
+def make_app(client: TxClient) -> FastAPI:
+    app = FastAPI(
+        title="txstream coordinator",
+        version=__version__,
+        description="OLTP transactions and queries over an app's tables.",
+    )
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+        )
+        sent = request.headers.get("content-type", "")
+        if request.method == "POST" and "json" not in sent:
+            problems += (
+                f" (the body must be JSON, sent as Content-Type: application/json; not {sent!r})"
+            )
+        return JSONResponse({"error": problems}, status_code=400)
+
+    @app.get("/health", response_model=HealthOut)
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/transactions", response_model=ResultOut, responses=ANSWERS)
+    def transactions(body: TransactionIn) -> JSONResponse:
+        """Run the fragments as one transaction: all commit, or none."""
+        timeout = body.timeout_s or client.timeout_s
+        return _serve(lambda: client.call(fragments_of(body.model_dump()), timeout))
+
+    @app.get("/tables/{table}", response_model=ResultOut, responses=ANSWERS)
+    def tables(
+        table: str,
+        key: Annotated[str | None, Query(description="a key as JSON, e.g. [1]")] = None,
+        where: Annotated[list[str] | None, Query(description="e.g. balance<10")] = None,
+        isolation: Literal["snapshot", "read_committed"] = "snapshot",
+    ) -> JSONResponse:
+        """Rows of `table`: the row at `key`, or those matching every `where`."""
 
         def query() -> TxnResult:
-            key = key_of(qs["key"][0]) if "key" in qs else None
-            where = [parse_condition(c) for c in qs.get("where", [])]
-            isolation = qs.get("isolation", ["snapshot"])[0]
-            return self.client.query(parts[1], key, where, isolation)
+            conditions = [parse_condition(c) for c in where or []]
+            return client.query(table, key_of(key) if key else None, conditions, isolation)
 
-        self._serve(query)
+        return _serve(query)
 
-    def do_POST(self) -> None:
-        if urlparse(self.path).path != "/transactions":
-            self._send(HTTPStatus.NOT_FOUND, {"error": f"no route {self.path}"})
-            return
-
-        def call() -> TxnResult:
-            length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length) or b"null")
-            timeout = float(body.get("timeout_s", self.client.timeout_s))
-            return self.client.call(fragments_of(body), timeout)
-
-        self._serve(call)
-
-    def _serve(self, request: Callable[[], TxnResult]) -> None:
-        """Run the request; a bad one is a 400 naming what is wrong, no answer a 504."""
-        try:
-            result = request()
-        except (ValueError, AttributeError) as e:
-            self._send(HTTPStatus.BAD_REQUEST, {"error": str(e)})
-            return
-        except OltpTimeout as e:
-            self._send(HTTPStatus.GATEWAY_TIMEOUT, {"error": str(e)})
-            return
-        self._answer(result)
-
-    def _answer(self, result: TxnResult) -> None:
-        code = HTTPStatus.BAD_REQUEST if result.status == "failed" else HTTPStatus.OK
-        self._send(code, result_json(result))
-
-    def _send(self, code: HTTPStatus, body: dict[str, Any]) -> None:
-        data = json.dumps(body).encode()
-        self.send_response(code)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        return  # the access log would drown the coordinator's own
+    return app
 
 
-def serve(client: TxClient, host: str, port: int) -> ThreadingHTTPServer:
+def _serve(request: Any) -> JSONResponse:
+    """Run the request; a bad one is a 400 naming what is wrong, no answer a 504."""
+    try:
+        result: TxnResult = request()
+    except (ValueError, AttributeError) as e:
+        return JSONResponse({"error": str(e)}, status_code=400)
+    except OltpTimeout as e:
+        return JSONResponse({"error": str(e)}, status_code=504)
+    code = 400 if result.status == "failed" else 200
+    return JSONResponse(result_json(result), status_code=code)
+
+
+class Gateway:
+    """The endpoint served by uvicorn in a daemon thread."""
+
+    def __init__(self, client: TxClient, host: str, port: int) -> None:
+        config = uvicorn.Config(
+            make_app(client), host=host, port=port, log_level="warning", lifespan="off"
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, name="http", daemon=True)
+
+    def start(self, timeout_s: float = 30) -> int:
+        """Serve; returns the port (port 0 picks a free one)."""
+        self.thread.start()
+        deadline = time.monotonic() + timeout_s
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the HTTP endpoint did not start (is its port taken?)")
+            time.sleep(0.01)
+        port: int = self.server.servers[0].sockets[0].getsockname()[1]
+        return port
+
+
+def serve(client: TxClient, host: str, port: int) -> Gateway:
     """Serve on host:port in a daemon thread; port 0 picks a free one."""
-    handler = type("Handler", (_Handler,), {"client": client})
-    server = ThreadingHTTPServer((host, port), handler)
-    threading.Thread(target=server.serve_forever, name="http", daemon=True).start()
-    return server
+    gateway = Gateway(client, host, port)
+    gateway.start()
+    return gateway
