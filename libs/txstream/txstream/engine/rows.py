@@ -28,10 +28,17 @@ def is_flat(row: Record) -> bool:
     return _IMMUTABLE.issuperset(map(type, row.values()))
 
 
+def owned(row: Record) -> tuple[Record, bool]:
+    """A copy of `row` that shares nothing mutable with it, and whether `row` is flat: a
+    flat row pays only a shallow copy; a row holding a list, a map or anything else is
+    deep-copied."""
+    flat = is_flat(row)
+    return (dict(row) if flat else copy.deepcopy(row)), flat
+
+
 def private(row: Record) -> Record:
-    """A copy of `row` that shares nothing mutable with it: a flat row pays only a shallow
-    copy; a row holding a list, a map or anything else is deep-copied."""
-    return dict(row) if is_flat(row) else copy.deepcopy(row)
+    """A copy of `row` that shares nothing mutable with it (see `owned`)."""
+    return owned(row)[0]
 
 
 def privates(rows: Iterable[Record], flat: bool) -> list[Record]:

@@ -30,12 +30,11 @@ repeat its effects on the same window. The count is for metrics (window slides).
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from txstream.engine.rows import is_flat
+from txstream.engine.rows import is_flat, owned
 from txstream.model.windows import TimeWindowSpec, TupleWindowSpec, WindowSpec
 
 Row = dict[str, Any]
@@ -80,8 +79,7 @@ def insert(spec: WindowSpec, state: WindowState, tup: Row) -> tuple[WindowState,
 
     Raises WindowError (a time window's late or untimed tuple) without changing anything.
     """
-    flat = is_flat(tup)
-    own = dict(tup) if flat else copy.deepcopy(tup)
+    own, flat = owned(tup)
     if isinstance(spec, TupleWindowSpec):
         return _insert_rows(spec, state, own, state.flat and flat)
     return _insert_time(spec, state, own, state.flat and flat)
