@@ -134,3 +134,16 @@ def test_an_abort_text_is_capped() -> None:
     long = capped("y" * (MAX_ERROR_CHARS + 12_345))
     assert long.startswith("y" * MAX_ERROR_CHARS)
     assert long.endswith("... (12,345 more characters)")
+
+
+def test_a_row_the_bound_cannot_clear_and_off_its_schema_aborts_as_invalid() -> None:
+    """Unchecked, such a row is encoded to be measured; that it cannot be encoded must be a
+    TxnAbort too: any other exception would escape a nested transaction's seal."""
+    seal = _checked_limit(1_000)
+    seal.checked = False
+    ws = WriteSet()
+    ws.put("contestants", (7,), {"contestant_number": 7, "contestant_name": ["x" * 2_000]})
+    with pytest.raises(TxnAbort) as e:
+        seal(ws, [])
+    assert e.value.reason == "invalid_row"
+    assert "table 'contestants' key (7,)" in str(e.value)

@@ -20,6 +20,7 @@ from collections.abc import Mapping
 from txstream.engine.group import OutputBatch
 from txstream.engine.writeset import TOMBSTONE, WriteSet
 from txstream.kafka.topics import AppTopics
+from txstream.model.declarations import Key, Record
 from txstream.model.errors import TxnAbort
 from txstream.schemas.codec import BatchCodec
 from txstream.state.codec import StateCodec
@@ -70,34 +71,34 @@ class RecordLimit:
         for table, rows in ws.tables.items():
             bound = self.bounds.get(table)
             for key, row in rows.items():
-                if row is TOMBSTONE:
+                if row is TOMBSTONE or (bound is not None and bound.size(key, row) <= limit):
                     continue
-                if bound is not None and bound.size(key, row) <= limit:
-                    continue
-                size = len(self.codec.key(table, key)) + len(self.codec.encode_row(table, row))
-                if size > limit:
-                    self._abort(self.changelog, size)
+                self._check_row(table, key, row)
         return sealed
 
     def _check_encoded(self, ws: WriteSet) -> None:
-        codec = self.codec
         for table, rows in ws.tables.items():
             for key, row in rows.items():
-                if row is TOMBSTONE:
-                    continue
-                try:
-                    size = len(codec.key(table, key)) + len(codec.encode_row(table, row))
-                except Exception as e:
-                    raise TxnAbort("invalid_row", f"table {table!r} key {key!r}: {e}") from e
-                if size > self.limit:
-                    self._abort(self.changelog, size)
+                if row is not TOMBSTONE:
+                    self._check_row(table, key, row)
         for name, state in ws.windows.items():
+            codec = self.codec
             try:
                 size = len(codec.window_key(name)) + len(codec.encode_window(name, state))
             except Exception as e:
                 raise TxnAbort("invalid_row", f"window {name!r}: {e}") from e
             if size > self.limit:
                 self._abort(self.changelog, size)
+
+    def _check_row(self, table: str, key: Key, row: Record) -> None:
+        """Encode the row to measure it; one that does not match its schema aborts too."""
+        codec = self.codec
+        try:
+            size = len(codec.key(table, key)) + len(codec.encode_row(table, row))
+        except Exception as e:
+            raise TxnAbort("invalid_row", f"table {table!r} key {key!r}: {e}") from e
+        if size > self.limit:
+            self._abort(self.changelog, size)
 
     def _abort(self, topic: str, size: int) -> None:
         raise TxnAbort("output_too_large", f"{topic} {size} > {self.limit}")
