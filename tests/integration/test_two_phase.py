@@ -15,11 +15,11 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from tests.conftest import KafkaEnv, free_port
+from tests.http_json import http
 from tests.integration.bank_cluster import BankCluster, wait_for_text
 from tests.service_process import TXSTREAM, ServiceProcess
 from txstream.client import TxClient, fragment
@@ -163,13 +163,14 @@ def test_http_endpoint_and_cli(cluster: BankCluster, coordinator: list[ServicePr
             {"key": b, "procedure": "credit", "params": {"account": b, "amount": 5}},
         ]
     }
-    status, reply = http(f"{base}/transactions", body)
+    status, reply = http(f"{base}/transactions", json.dumps(body).encode())
     assert (status, reply["status"], reply["results"]) == (200, "committed", [95, 105])
     status, reply = http(f"{base}/tables/accounts?key=[{a}]")  # snapshot: waits for 2PC
     assert (status, reply["rows"]) == (200, [[[a], {"balance": 95}]])
     status, reply = http(f"{base}/tables/accounts?key=[{b}]&isolation=read_committed")
     assert (status, reply["rows"]) == (200, [[[b], {"balance": 105}]])
-    status, reply = http(f"{base}/transactions", {"fragments": [{"key": a, "procedure": "nope"}]})
+    nope = {"fragments": [{"key": a, "procedure": "nope"}]}
+    status, reply = http(f"{base}/transactions", json.dumps(nope).encode())
     assert status == 400 and "no transaction 'nope'" in reply["detail"]
     status, reply = http(f"{base}/tables/accounts?where=balance<<1")
     assert status == 400 and "balance<<1" in reply["error"]
@@ -255,17 +256,6 @@ def test_the_http_endpoint_keeps_to_its_openapi_document(
         timeout=600,
     )  # fmt: skip
     assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
-
-
-def http(url: str, body: object | None = None) -> tuple[int, dict[str, Any]]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url, data=data, method="POST" if body is not None else "GET")
-    req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=60) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def test_metrics_count_what_ran(cluster: BankCluster, coordinator: list[ServiceProcess]) -> None:

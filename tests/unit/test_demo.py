@@ -7,9 +7,8 @@ from pathlib import Path
 
 from leaderboard.dataflow import Params, build_app
 from leaderboard.demo import draw_throughput, spread_threshold
-from leaderboard.reference_data import contestants, load_area_code_states
 from leaderboard.votegen import write_votes_file
-from leaderboard.votes_file import iter_batches
+from tests.leaderboard_tester import feed_leaderboard
 from txstream.testing import AppTester
 
 
@@ -18,17 +17,7 @@ def test_removals_are_spread_over_the_run_and_three_contestants_stay(tmp_path: P
     path = tmp_path / "votes.txt"
     write_votes_file(path, votes, contestants=n, seed=1)
     t = AppTester(build_app(Params(contestants=n, threshold=spread_threshold(votes, n))))
-    t.feed("contestant_rows", [
-        {"contestant_number": k, "contestant_name": name, "num_votes": 0}
-        for k, name in contestants(n).items()
-    ])  # fmt: skip
-    t.feed(
-        "area_code_rows", [{"area_code": a, "state": s} for a, s in load_area_code_states().items()]
-    )
-    for batch in iter_batches(path, 1):
-        tuples = [{"vote_id": v.vote_id, "phone_number": v.phone_number,
-                   "contestant_number": v.contestant_number} for v in batch.votes]  # fmt: skip
-        t.feed("votes", tuples, batch.batch_id)
+    feed_leaderboard(t, n, path)
     accepted = t.table("stats")[("accepted",)]["value"]
     removed = sorted(r["at_accepted"] for r in t.table("removed").values())
     assert len(t.table("contestants")) == 3

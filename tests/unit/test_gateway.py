@@ -5,13 +5,12 @@ tests/integration/test_two_phase.py, with schemathesis against the served docume
 from __future__ import annotations
 
 import json
-import urllib.error
-import urllib.request
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
+from tests.http_json import http
 from txstream.client import OltpTimeout
 from txstream.oltp.messages import Fragment, TxnResult
 from txstream_coordinator.gateway import serve
@@ -46,17 +45,6 @@ def endpoint() -> Iterator[tuple[str, StandIn]]:
     yield f"http://127.0.0.1:{port}", client
     gateway.server.should_exit = True
     gateway.thread.join(10)
-
-
-def http(url: str, body: bytes | None = None, json_body: bool = True) -> tuple[int, Any]:
-    req = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
-    if json_body:
-        req.add_header("Content-Type", "application/json")
-    try:
-        with urllib.request.urlopen(req, timeout=10) as resp:
-            return resp.status, json.loads(resp.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def fragments(procedure: str, **extra: Any) -> bytes:

@@ -8,10 +8,9 @@ from pathlib import Path
 import pytest
 
 from leaderboard.dataflow import Params, build_app
-from leaderboard.reference_data import contestants, load_area_code_states
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
-from leaderboard.votes_file import iter_batches
+from tests.leaderboard_tester import feed_leaderboard
 from tests.reference.leaderboard_ref import run_reference
 from txstream import App, DataflowError, Record, TxnContext
 from txstream.testing import AppTester
@@ -24,17 +23,7 @@ def test_the_leaderboard_matches_the_reference_with_no_broker(
     votes = tmp_path / "votes.txt"
     write_votes_file(votes, 3000, contestants=params.contestants, seed=11)
     t = txstream_tester(build_app(params))
-    t.feed("contestant_rows", [
-        {"contestant_number": n, "contestant_name": name, "num_votes": 0}
-        for n, name in contestants(params.contestants).items()
-    ])  # fmt: skip
-    t.feed(
-        "area_code_rows", [{"area_code": a, "state": s} for a, s in load_area_code_states().items()]
-    )
-    for batch in iter_batches(votes, 1):
-        tuples = [{"vote_id": v.vote_id, "phone_number": v.phone_number,
-                   "contestant_number": v.contestant_number} for v in batch.votes]  # fmt: skip
-        t.feed("votes", tuples, batch.batch_id)
+    feed_leaderboard(t, params.contestants, votes)
     expected = run_reference(votes, params.contestants, params.threshold, params.max_votes,
                              params.window, params.slide, 1)  # fmt: skip
     got = result_document(t.tables())

@@ -1,0 +1,21 @@
+"""A JSON request to an HTTP endpoint, as its clients send one."""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from typing import Any
+
+
+def http(url: str, body: bytes | None = None, json_body: bool = True) -> tuple[int, Any]:
+    """(status, decoded JSON answer): a POST of `body` if given, else a GET; `json_body`
+    sends it as Content-Type: application/json."""
+    req = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
+    if json_body:
+        req.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(req, timeout=60) as resp:
+            return resp.status, json.loads(resp.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
