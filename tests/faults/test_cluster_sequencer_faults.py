@@ -17,15 +17,8 @@ import pytest
 from tests.conftest import cluster_settings
 from tests.faults.chaos import Chaos, sigkill
 from tests.faults.scale import LONG, scaled, seeds
-from tests.integration.sequencer_driver import (
-    batches_by_partition,
-    produce_events,
-    read_batches,
-    read_dead_letters,
-    unique,
-    wait_until,
-    write_config,
-)
+from tests.faults.sequencer_checks import SCHEMA, check_exactly_once, wait_all_sealed
+from tests.integration.sequencer_driver import produce_events, unique, write_config
 from txstream.config import Settings, project_root
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.topics import AppTopics
@@ -34,7 +27,6 @@ from txstream.stack.supervisor import Policy, Supervised
 
 KILLS = scaled(2, 5)  # of each kind: broker SIGKILL, broker SIGSTOP, sequencer SIGKILL
 BATCHES, PER_BATCH, LANES, CHUNKS = 5000, 4, 2, 200
-SCHEMA = "leaderboard.Vote"
 
 
 class SequencerChaos(Chaos):
@@ -117,12 +109,7 @@ def test_sequencer_loses_and_duplicates_nothing_on_a_three_broker_cluster(
                 chaos_over.set()
             producer.join(300)
             assert not producer.is_alive(), "the events were not all sent"
-
-            def sealed() -> int:
-                return sum(len(b.tuples) for b in read_batches(settings, app, "votes", SCHEMA))
-
-            alive = lambda: sequencer.supervisor.live_pid() is not None  # noqa: E731
-            wait_until(lambda: sealed() >= len(sent), 180, alive, "every event sealed")
+            wait_all_sealed(settings, app, sequencer, sent)
             restarts = sequencer.restarts()
         finally:
             chaos_over.set()
@@ -131,19 +118,6 @@ def test_sequencer_loses_and_duplicates_nothing_on_a_three_broker_cluster(
         assert len(chaos.done) == 3 * KILLS, chaos.done
         assert restarts >= KILLS
 
-        got: list[int] = []
-        lanes = batches_by_partition(settings, app, "votes", SCHEMA)
-        assert len(lanes) == LANES
-        for partition, batches in lanes.items():
-            batch_ids = [b.batch_id for b in batches]
-            assert batch_ids == sorted(set(batch_ids)), f"batch ids rise on partition {partition}"
-            in_lane = [t["vote_id"] for b in batches for t in b.tuples]
-            assert in_lane == sorted(in_lane), f"events keep their order on partition {partition}"
-            got += in_lane
-            for batch in batches:
-                own = {t["vote_id"] // PER_BATCH + 1 for t in batch.tuples}
-                assert own == {batch.batch_id}, "a sealed batch holds exactly its own events"
-        assert sorted(got) == list(range(len(sent))), "every event exactly once"
-        assert read_dead_letters(settings, f"txstream-sequencer-{name}.dead_letters") == []
+        check_exactly_once(settings, app, name, len(sent), LANES, PER_BATCH)
     finally:
         cluster.stop(lambda _: None)

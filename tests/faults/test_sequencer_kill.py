@@ -14,15 +14,8 @@ import pytest
 from tests.conftest import KafkaEnv
 from tests.faults.killer import Killer
 from tests.faults.scale import cases, scaled
-from tests.integration.sequencer_driver import (
-    batches_by_partition,
-    produce_events,
-    read_batches,
-    read_dead_letters,
-    unique,
-    wait_until,
-    write_config,
-)
+from tests.faults.sequencer_checks import SCHEMA, check_exactly_once, wait_all_sealed
+from tests.integration.sequencer_driver import produce_events, unique, write_config
 from txstream.config import Settings, project_root
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.topics import AppTopics
@@ -30,7 +23,6 @@ from txstream.stack.supervisor import Policy, Supervised
 
 BATCHES, PER_BATCH, LANES = scaled(2500, 5000), 4, 2
 KILLS, CHUNKS = scaled(4, 6), scaled(50, 100)
-SCHEMA = "leaderboard.Vote"
 
 
 def events(with_ids: bool) -> list[dict[str, Any]]:
@@ -88,12 +80,7 @@ def test_sigkilled_sequencer_loses_and_duplicates_nothing(
         producer.start()
         producer.join(120)
         killer.join(120)
-
-        def sealed() -> int:
-            return sum(len(b.tuples) for b in read_batches(settings, app, "votes", SCHEMA))
-
-        alive = lambda: sequencer.supervisor.live_pid() is not None  # noqa: E731
-        wait_until(lambda: sealed() >= len(sent), 180, alive, "every event sealed")
+        wait_all_sealed(settings, app, sequencer, sent)
         restarts = sequencer.restarts()
     finally:
         killer.done.set()
@@ -101,21 +88,6 @@ def test_sigkilled_sequencer_loses_and_duplicates_nothing(
     assert len(killer.killed) >= KILLS - 1, f"only {len(killer.killed)} kills landed"
     assert restarts >= len(killer.killed)
 
-    got: list[int] = []
-    lanes = batches_by_partition(settings, app, "votes", SCHEMA)
-    assert len(lanes) == LANES
-    for partition, batches in lanes.items():
-        batch_ids = [b.batch_id for b in batches]
-        assert batch_ids == sorted(set(batch_ids)), f"batch ids rise on partition {partition}"
-        in_lane = [t["vote_id"] for b in batches for t in b.tuples]
-        assert in_lane == sorted(in_lane), f"events keep their order on partition {partition}"
-        got += in_lane
-        for batch in batches:
-            if ids == "client":
-                own = {t["vote_id"] // PER_BATCH + 1 for t in batch.tuples}
-                assert own == {batch.batch_id}, "a sealed batch holds exactly its own events"
-        if ids == "policy":
-            assert batch_ids == list(range(1, len(batches) + 1)), "numbered 1, 2, 3, ..."
-    assert sorted(got) == list(range(len(sent))), "every event exactly once"
-    dead = f"txstream-sequencer-{name}.dead_letters"
-    assert read_dead_letters(settings, dead) == []
+    check_exactly_once(
+        settings, app, name, len(sent), LANES, PER_BATCH if ids == "client" else None
+    )
