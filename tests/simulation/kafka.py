@@ -214,6 +214,11 @@ class SimProducer:
         if on_delivery is not None:
             self._pending.append((on_delivery, Message(topic, partition, entry)))
 
+    def produce_batch(self, topic: str, messages: list[dict[str, Any]], partition: int) -> int:
+        for m in messages:
+            self.produce(topic, m.get("value"), m.get("key"), partition, m.get("callback"))
+        return len(messages)
+
     def poll(self, timeout: float = 0) -> int:
         return 0
 

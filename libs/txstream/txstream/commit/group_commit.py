@@ -24,12 +24,13 @@ import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
 from fastavro.types import Schema
 
 from txstream.engine.group import Group
-from txstream.kafka.clients import send
+from txstream.kafka.clients import send, send_many
 from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import Wire
 from txstream.recovery.command_log import CommandLogCodec
@@ -151,18 +152,22 @@ class GroupCommitter:
         self, group: Group, writes: Mapping[bytes, bytes | None], positions: Mapping[str, int]
     ) -> None:
         p = self.partition
+        outputs: dict[str, list[dict[str, Any]]] = {}
         for out in group.outputs:
             batch = out.record  # sealed as its TE ended, if the engine has a RecordLimit
             if batch is None:
                 batch = self.batch_codecs[out.stream].encode(out.stream, out.batch_id, out.tuples)
-            self._send(self.topics.stream(out.stream), batch, partition=p)
+            outputs.setdefault(out.stream, []).append({"value": batch})
+        for stream, records in outputs.items():
+            send_many(self.producer, self.topics.stream(stream), records, p)
         if self.log_codec is None:
             # Only the last changelog record reports back: records of one partition land in
             # order, so its offset is the group's highest. A record that fails makes the
             # transaction's commit fail, so the others need no callback of their own.
-            last = len(writes) - 1
-            for i, (key, value) in enumerate(writes.items()):
-                self._send(self.topics.changelog, value, key=key, partition=p, track=i == last)
+            changes: list[dict[str, Any]] = [{"key": k, "value": v} for k, v in writes.items()]
+            if changes:
+                changes[-1]["callback"] = self._on_log_delivery
+                send_many(self.producer, self.topics.changelog, changes, p)
         else:
             logged = self.log_codec.encode(group.journal, positions)
             self._send(self.topics.command_log, logged, partition=p, track=True)

@@ -76,3 +76,33 @@ def send(producer: Producer, topic: str, value: bytes | None, **kwargs: Any) -> 
             return
         except BufferError:
             producer.poll(0.05)  # the local queue is full: let deliveries drain it
+
+
+def send_many(
+    producer: Producer, topic: str, messages: list[dict[str, Any]], partition: int
+) -> None:
+    """`producer.produce_batch`: one call, one queue lock, for many records of one topic
+    partition (each a dict of `value`, `key`, `callback`), in their order.
+
+    librdkafka goes on past a refused record, so a queue that drains mid-call could take a
+    later record and not an earlier one. Only a refused tail, for a full local queue, is
+    retried (once deliveries drained it); any other refusal raises, and the caller's
+    transaction, aborted, leaves nothing out of order.
+    """
+    pending = messages
+    while pending:
+        producer.produce_batch(topic, pending, partition=partition)
+        first = next((i for i, m in enumerate(pending) if "_error" in m), None)
+        if first is None:
+            return
+        tail = pending[first:]
+        err = tail[0]["_error"]
+        if not (isinstance(err, KafkaError) and err.code() == KafkaError._QUEUE_FULL):
+            raise KafkaException(err)
+        if any("_error" not in m for m in tail):
+            taken = KafkaError(KafkaError._FAIL, f"{topic}: a later record taken, an earlier not")
+            raise KafkaException(taken)
+        for m in tail:
+            del m["_error"]
+        pending = tail
+        producer.poll(0.05)
