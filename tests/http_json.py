@@ -8,10 +8,14 @@ import urllib.request
 from typing import Any
 
 
-def http(url: str, body: bytes | None = None, json_body: bool = True) -> tuple[int, Any]:
+def http(
+    url: str, body: bytes | None = None, json_body: bool = True, token: str | None = None
+) -> tuple[int, Any]:
     """(status, decoded JSON answer): a POST of `body` if given, else a GET; `json_body`
-    sends it as Content-Type: application/json."""
+    sends it as Content-Type: application/json, `token` as a bearer token."""
     req = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET")
+    if token is not None:
+        req.add_header("Authorization", f"Bearer {token}")
     if json_body:
         req.add_header("Content-Type", "application/json")
     try:

@@ -41,13 +41,16 @@ def compose_binary() -> str:
     return COMPOSE
 
 
-def compose(*args: str) -> subprocess.CompletedProcess[str]:
-    # Variables the file interpolates are dropped, so the defaults written in it are checked.
+def compose(*args: str, grafana_password: bool = True) -> subprocess.CompletedProcess[str]:
+    # Variables the file interpolates are dropped, so the defaults written in it are checked;
+    # Grafana's admin password has none, so it is given unless `grafana_password` is False.
     env = {
         k: v
         for k, v in os.environ.items()
         if not k.startswith(("TXSTREAM_", "GRAFANA_", "COMPOSE_"))
     }
+    if grafana_password:
+        env["GRAFANA_ADMIN_PASSWORD"] = "a-test-password"
     return subprocess.run(
         [compose_binary(), "--project-directory", str(ROOT), "-f", str(COMPOSE_FILE), *args],
         cwd=ROOT,
@@ -232,3 +235,11 @@ def test_workers_scale_out() -> None:
     assert not worker.get("ports"), "a published port would collide between replicas"
     assert "hostname" not in worker
     assert "TXSTREAM_WORKER_ID" not in (worker.get("environment") or {})
+
+
+def test_grafana_has_no_default_admin_password() -> None:
+    refused = compose("config", grafana_password=False)
+    assert refused.returncode != 0
+    assert "GRAFANA_ADMIN_PASSWORD" in refused.stderr
+    grafana = load_yaml(compose("config").stdout)["services"]["grafana"]
+    assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == "a-test-password"

@@ -99,3 +99,23 @@ def test_queries_health_and_the_openapi_document(endpoint: tuple[str, StandIn]) 
     assert status == 200 and doc["info"]["title"] == "txstream coordinator"
     assert {"/transactions", "/tables/{table}", "/health"} <= set(doc["paths"])
     assert {"400", "504"} <= set(doc["paths"]["/transactions"]["post"]["responses"])
+
+
+def test_with_a_token_only_health_is_open_without_it() -> None:
+    client = StandIn()
+    gateway = serve(client, "127.0.0.1", 0, token="s3cret")  # type: ignore[arg-type]
+    base = f"http://127.0.0.1:{gateway.server.servers[0].sockets[0].getsockname()[1]}"
+    try:
+        status, body = http(f"{base}/transactions", fragments("debit"))
+        assert status == 401 and "Authorization: Bearer" in body["error"]
+        status, body = http(f"{base}/transactions", fragments("debit"), token="guess")
+        assert (status, body["error"]) == (401, "the bearer token is not valid")
+        assert http(f"{base}/tables/accounts", token="guess")[0] == 401
+        assert client.calls == []
+        status, body = http(f"{base}/transactions", fragments("debit"), token="s3cret")
+        assert (status, body["status"]) == (200, "committed")
+        assert http(f"{base}/tables/accounts?key=[1]", token="s3cret")[0] == 200
+        assert http(f"{base}/health") == (200, {"status": "ok"})
+    finally:
+        gateway.server.should_exit = True
+        gateway.thread.join(10)

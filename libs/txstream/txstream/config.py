@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
-from pydantic import Field, model_validator
+from pydantic import Field, SecretStr, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -67,6 +68,19 @@ class Settings(BaseSettings):
     # message.max.bytes. librdkafka's default, below the broker's and topics' default
     # max.message.bytes (1 MiB + 12), so a record it lets through the broker takes too.
     kafka_max_record_bytes: int = Field(default=1_000_000, ge=1_000)
+    # `sasl_ssl`: every client authenticates with SCRAM-SHA-512 over TLS, and the broker
+    # authorizes it by its principal's ACLs (`txstream acl apply`). A service connects as
+    # its role (worker, sequencer, coordinator); every other process as `kafka_user`.
+    # Passwords: `kafka_password`, else `<kafka_secrets_dir>/<user>.password`, which the
+    # native stack writes (random, mode 0600); the broker's CA: `kafka_ca_file`.
+    kafka_security: Literal["plaintext", "sasl_ssl"] = "plaintext"
+    kafka_user: str = "client"
+    kafka_password: SecretStr | None = None
+    kafka_secrets_dir: Path | None = None
+    kafka_ca_file: Path | None = None
+    # A bearer token the coordinator's HTTP endpoint requires; with sasl_ssl and none set,
+    # the one in `<kafka_secrets_dir>/http.token`.
+    http_token: SecretStr | None = None
     startup_timeout_s: float = 60.0
     # A worker that dies is replaced in its slot within seconds (static membership); a
     # worker stopped for good holds its partitions this long. The broker's minimum is 6 s.
@@ -123,6 +137,43 @@ class Settings(BaseSettings):
             return self.kafka_bootstrap
         ports = range(self.kafka_port, self.kafka_port + self.kafka_brokers)
         return ",".join(f"{self.kafka_host}:{port}" for port in ports)
+
+    @property
+    def secure(self) -> bool:
+        return self.kafka_security == "sasl_ssl"
+
+    @property
+    def secrets_dir(self) -> Path:
+        return self.kafka_secrets_dir or self.home / "secrets"
+
+    @property
+    def ca_file(self) -> Path:
+        return self.kafka_ca_file or self.home / "tls" / "ca.pem"
+
+    def as_service(self, role: str) -> Settings:
+        """These settings for a service: it connects as the principal named by its role,
+        with that principal's password file, whatever user its environment names."""
+        return self.model_copy(update={"kafka_user": role, "kafka_password": None})
+
+    def kafka_secret(self) -> str:
+        """The password of `kafka_user`: given, or read from its file."""
+        if self.kafka_password is not None:
+            return self.kafka_password.get_secret_value()
+        path = self.secrets_dir / f"{self.kafka_user}.password"
+        try:
+            return path.read_text().strip()
+        except FileNotFoundError:
+            raise ValueError(
+                f"no password for Kafka user {self.kafka_user!r}: set TXSTREAM_KAFKA_PASSWORD "
+                f"or create {path}"
+            ) from None
+
+    def http_secret(self) -> str | None:
+        """The coordinator endpoint's bearer token, if it requires one."""
+        if self.http_token is not None:
+            return self.http_token.get_secret_value()
+        path = self.secrets_dir / "http.token"
+        return path.read_text().strip() if self.secure and path.exists() else None
 
     @property
     def kafka_replication(self) -> int:

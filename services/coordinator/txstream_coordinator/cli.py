@@ -41,7 +41,7 @@ def run(
     except (json.JSONDecodeError, ValueError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
-    settings = Settings()
+    settings = Settings().as_service("coordinator")
     service = CoordinatorService(application, settings, resend_s)
 
     def stop(signum: int, frame: FrameType | None) -> None:
@@ -53,7 +53,7 @@ def run(
     if metrics:
         serve_metrics(settings, "coordinator", metrics_host, metrics_port)
     if http_port:
-        serve(TxClient(application.name, settings), http_host, http_port)
+        serve(TxClient(application.name, settings), http_host, http_port, settings.http_secret())
         logging.getLogger(__name__).info("HTTP on %s:%d", http_host, http_port)
     freeze_startup_objects()
     service.run()

@@ -3,6 +3,8 @@
   POST /transactions   {"fragments": [{"key": [1], "procedure": "debit", "params": {...}}]}
   GET  /tables/<table>?key=[1]&where=balance<10&isolation=snapshot
   GET  /health
+With a token (`TXSTREAM_HTTP_TOKEN`; on a secured stack, one is generated), every route but
+/health needs `Authorization: Bearer <token>`; without it the answer is a 401.
   GET  /openapi.json   the OpenAPI document of the above (and /docs to try them)
 
 A FastAPI app over the Python client, so HTTP and Kafka clients take the same path through
@@ -12,14 +14,16 @@ wrong, and no answer in time is a 504.
 
 from __future__ import annotations
 
+import secrets
 import threading
 import time
 from typing import Annotated, Any, Literal
 
 import uvicorn
-from fastapi import FastAPI, Query, Request
+from fastapi import Depends, FastAPI, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from pydantic import BaseModel, Field
 
 from txstream import __version__
@@ -84,16 +88,38 @@ def fragments_of(body: Any) -> list[Fragment]:
 
 ANSWERS: dict[int | str, dict[str, Any]] = {
     400: {"model": ResultOut | ErrorOut, "description": "a bad request, or a failed one"},
+    401: {"model": ErrorOut, "description": "no valid bearer token, where one is required"},
     504: {"model": ErrorOut, "description": "no answer from the coordinator in time"},
 }
 
 
-def make_app(client: TxClient) -> FastAPI:
+# Module level: FastAPI resolves these annotations (strings here) in the module's globals.
+Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
+
+
+def make_app(client: TxClient, token: str | None = None) -> FastAPI:
+    def authorized(sent: Bearer) -> None:
+        if token is None:
+            return
+        if sent is None or not secrets.compare_digest(sent.credentials.encode(), token.encode()):
+            raise HTTPException(
+                401,
+                "this endpoint needs Authorization: Bearer <token> (the coordinator's "
+                "TXSTREAM_HTTP_TOKEN)"
+                if sent is None
+                else "the bearer token is not valid",
+                headers={"WWW-Authenticate": "Bearer"},
+            )
+
     app = FastAPI(
         title="txstream coordinator",
         version=__version__,
         description="OLTP transactions and queries over an app's tables.",
     )
+
+    @app.exception_handler(HTTPException)
+    async def refused(request: Request, exc: HTTPException) -> JSONResponse:
+        return JSONResponse({"error": exc.detail}, exc.status_code, headers=exc.headers)
 
     @app.exception_handler(RequestValidationError)
     async def bad_request(request: Request, exc: RequestValidationError) -> JSONResponse:
@@ -111,13 +137,16 @@ def make_app(client: TxClient) -> FastAPI:
     def health() -> dict[str, str]:
         return {"status": "ok"}
 
-    @app.post("/transactions", response_model=ResultOut, responses=ANSWERS)
+    # Declared only with a token, so the document asks for one only where it is needed.
+    guarded = [Depends(authorized)] if token is not None else []
+
+    @app.post("/transactions", response_model=ResultOut, responses=ANSWERS, dependencies=guarded)
     def transactions(body: TransactionIn) -> JSONResponse:
         """Run the fragments as one transaction: all commit, or none."""
         timeout = body.timeout_s or client.timeout_s
         return _serve(lambda: client.call(fragments_of(body.model_dump()), timeout))
 
-    @app.get("/tables/{table}", response_model=ResultOut, responses=ANSWERS)
+    @app.get("/tables/{table}", response_model=ResultOut, responses=ANSWERS, dependencies=guarded)
     def tables(
         table: str,
         key: Annotated[str | None, Query(description="a key as JSON, e.g. [1]")] = None,
@@ -150,9 +179,9 @@ def _serve(request: Any) -> JSONResponse:
 class Gateway:
     """The endpoint served by uvicorn in a daemon thread."""
 
-    def __init__(self, client: TxClient, host: str, port: int) -> None:
+    def __init__(self, client: TxClient, host: str, port: int, token: str | None = None) -> None:
         config = uvicorn.Config(
-            make_app(client), host=host, port=port, log_level="warning", lifespan="off"
+            make_app(client, token), host=host, port=port, log_level="warning", lifespan="off"
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="http", daemon=True)
@@ -169,8 +198,9 @@ class Gateway:
         return port
 
 
-def serve(client: TxClient, host: str, port: int) -> Gateway:
-    """Serve on host:port in a daemon thread; port 0 picks a free one."""
-    gateway = Gateway(client, host, port)
+def serve(client: TxClient, host: str, port: int, token: str | None = None) -> Gateway:
+    """Serve on host:port in a daemon thread; port 0 picks a free one. With `token`, the
+    transaction and table routes need it as a bearer token."""
+    gateway = Gateway(client, host, port, token)
     gateway.start()
     return gateway

@@ -34,7 +34,7 @@ def run(
     except (OSError, ValueError, ValidationError) as e:
         typer.echo(f"error: {config}: {e}", err=True)
         raise typer.Exit(2) from e
-    settings = Settings()
+    settings = Settings().as_service("sequencer")
     sequencer = Sequencer(conf, settings)
 
     def stop(signum: int, frame: FrameType | None) -> None:

@@ -10,6 +10,7 @@ one task. The records themselves are read by each task's own consumer, in bulk
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -17,6 +18,7 @@ import faust
 
 from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
+from txstream.kafka.clients import SCRAM
 from txstream.model.app import App
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.runtime.inputs import Inputs
@@ -28,6 +30,16 @@ Agent = Callable[[Any], Coroutine[Any, Any, None]]
 
 def broker_urls(bootstrap_servers: str) -> str:
     return ";".join(f"{SCHEME}://{s.strip()}" for s in bootstrap_servers.split(",") if s.strip())
+
+
+def credentials(settings: Settings) -> faust.SASLCredentials:
+    """SCRAM over TLS, as every txstream client of a secured cluster connects."""
+    return faust.SASLCredentials(
+        username=settings.kafka_user,
+        password=settings.kafka_secret(),
+        ssl_context=ssl.create_default_context(cafile=str(settings.ca_file)),
+        mechanism=SCRAM,
+    )
 
 
 class TxFaustApp(faust.App):
@@ -59,6 +71,7 @@ def faust_app(
         broker_session_timeout=settings.worker_session_timeout_s,
         broker_heartbeat_interval=1.0,
         topic_disable_leader=True,
+        broker_credentials=credentials(settings) if settings.secure else None,
     )
     manager = TaskManager(app, settings, policy, recovery)
     fapp.txstream_tasks = manager

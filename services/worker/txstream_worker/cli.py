@@ -75,7 +75,7 @@ def run(
     except (json.JSONDecodeError, ValueError, OSError) as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
-    settings = Settings()
+    settings = Settings().as_service("worker")
     ensure_topics(
         TopicAdmin(settings),
         AppTopics(application.name),

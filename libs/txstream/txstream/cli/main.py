@@ -6,7 +6,18 @@ from importlib.metadata import entry_points
 
 import typer
 
-from txstream.cli import consume, describe, oltp, produce, schemas, stack, supervise, top, topics
+from txstream.cli import (
+    acl,
+    consume,
+    describe,
+    oltp,
+    produce,
+    schemas,
+    stack,
+    supervise,
+    top,
+    topics,
+)
 
 app = typer.Typer(
     name="txstream",
@@ -17,6 +28,7 @@ app = typer.Typer(
 app.add_typer(stack.app, name="stack")
 app.add_typer(topics.app, name="topics")
 app.add_typer(schemas.app, name="schemas")
+app.add_typer(acl.app, name="acl")
 app.command()(produce.produce)
 app.command()(consume.consume)
 app.command()(oltp.call)

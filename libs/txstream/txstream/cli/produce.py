@@ -25,7 +25,12 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
-from txstream.kafka.clients import error_text, send, transactional_producer_config
+from txstream.kafka.clients import (
+    delivery_failure,
+    error_text,
+    send,
+    transactional_producer_config,
+)
 from txstream.kafka.routing import partition_of
 from txstream.model.declarations import Key
 from txstream.schemas import BatchCodec, SchemaError, SchemaRegistry, find_error
@@ -260,7 +265,7 @@ def send_in_one_transaction(
             producer.poll(0)
         producer.flush(TRANSACTION_TIMEOUT_S)
         if failures:
-            raise KafkaException(failures[0])
+            raise delivery_failure(producer, failures, TRANSACTION_TIMEOUT_S)
         producer.commit_transaction(TRANSACTION_TIMEOUT_S)
     except BaseException:
         with suppress(KafkaException):

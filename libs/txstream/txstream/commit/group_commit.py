@@ -30,7 +30,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from fastavro.types import Schema
 
 from txstream.engine.group import Group
-from txstream.kafka.clients import send, send_many
+from txstream.kafka.clients import delivery_failure, error_text, send, send_many
 from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import Wire
 from txstream.recovery.command_log import CommandLogCodec
@@ -124,7 +124,8 @@ class GroupCommitter:
             # 2. Flush: every record acknowledged before the commit is asked for.
             self.producer.flush()
             if self._errors:
-                raise CommitError(f"records were not acknowledged: {self._errors[0]}")
+                cause = error_text(delivery_failure(self.producer, self._errors))
+                raise CommitError(f"records were not acknowledged: {cause}")
             # 3. Commit: effects and input positions become visible together, or not at all.
             self.producer.commit_transaction()
         except CommitError:

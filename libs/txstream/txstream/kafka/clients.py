@@ -14,13 +14,25 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 
 from txstream.config import Settings
 
+SCRAM = "SCRAM-SHA-512"
+
 log = logging.getLogger("txstream.kafka")
 log.addHandler(logging.NullHandler())
 
 
 def common_config(settings: Settings) -> dict[str, Any]:
-    """What every client needs, admin clients included: the cluster and the log routing."""
-    return {"bootstrap.servers": settings.bootstrap_servers, "logger": log}
+    """What every client needs, admin clients included: the cluster, its credentials and
+    the log routing."""
+    conf: dict[str, Any] = {"bootstrap.servers": settings.bootstrap_servers, "logger": log}
+    if settings.secure:
+        conf |= {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanisms": SCRAM,
+            "sasl.username": settings.kafka_user,
+            "sasl.password": settings.kafka_secret(),
+            "ssl.ca.location": str(settings.ca_file),
+        }
+    return conf
 
 
 def transactional_producer_config(settings: Settings, transactional_id: str) -> dict[str, Any]:
@@ -57,6 +69,25 @@ def read_committed_consumer_config(
         "enable.auto.commit": False,
         "auto.offset.reset": "earliest" if from_beginning else "latest",
     }
+
+
+def delivery_failure(
+    producer: Producer, failures: list[KafkaError], timeout_s: float = 30.0
+) -> KafkaException:
+    """Why a transaction's records were not delivered, as an exception to raise.
+
+    A transaction that failed (a topic the principal may not write, say) purges its queued
+    records, whose callbacks then say only "Purged in queue": the cause is the transaction's
+    own error, which its commit (refused: an aborted or failed transaction never commits)
+    reports. The caller aborts the transaction after this."""
+    cause = next((f for f in failures if f.code() != KafkaError._PURGE_QUEUE), None)
+    if cause is not None:
+        return KafkaException(cause)
+    try:
+        producer.commit_transaction(timeout_s)
+    except KafkaException as e:
+        return e
+    raise RuntimeError("a transaction whose records were purged committed")  # never: see above
 
 
 def error_text(e: KafkaException) -> str:

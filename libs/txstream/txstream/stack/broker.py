@@ -22,17 +22,17 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from txstream.config import Settings
+from txstream.kafka.clients import common_config
+from txstream.stack import security
 from txstream.stack.process import ManagedProcess, port_free
 
 SERVER_PROPERTIES = """\
 process.roles=broker,controller
 node.id={node}
 controller.quorum.voters={voters}
-listeners=PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}
-advertised.listeners=PLAINTEXT://{host}:{port}
+listeners={listener}://{host}:{port},CONTROLLER://{host}:{controller_port}
+advertised.listeners={listener}://{host}:{port}
 controller.listener.names=CONTROLLER
-listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
-inter.broker.listener.name=PLAINTEXT
 log.dirs={log_dirs}
 num.partitions={partitions}
 auto.create.topics.enable=false
@@ -46,6 +46,11 @@ transaction.state.log.num.partitions=4
 group.initial.rebalance.delay.ms=0
 transaction.abort.timed.out.transaction.cleanup.interval.ms=5000
 log.retention.hours=168
+"""
+
+PLAINTEXT_PROPERTIES = """\
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
 """
 
 LOG4J_PROPERTIES = """\
@@ -120,6 +125,9 @@ class KafkaBroker:
         """Format storage on first use and spawn the broker, without waiting for it."""
         self._check_jars()
         self._check_port_free()
+        if self.settings.secure:
+            security.ensure_secrets(self.settings)
+            security.ensure_tls(self.settings)
         self._write_config()
         self._format_once()
         return self.process.spawn(self._java_argv(), self.log_file)
@@ -139,7 +147,10 @@ class KafkaBroker:
             socket.create_connection((host, int(port)), timeout=timeout_s).close()
         except OSError:
             return False
-        conf: dict[str, Any] = {"bootstrap.servers": address}
+        try:
+            conf: dict[str, Any] = {**common_config(self._admin()), "bootstrap.servers": address}
+        except ValueError:  # secured, and its secrets are not made yet: not this stack's broker
+            return False
         conf["logger"] = _SILENT
         admin = AdminClient(conf)
         try:
@@ -147,6 +158,10 @@ class KafkaBroker:
         except Exception:
             return False
         return bool(md.brokers)
+
+    def _admin(self) -> Settings:
+        """The settings the stack's own probes connect with: as `admin` when secured."""
+        return self.settings.as_service("admin") if self.settings.secure else self.settings
 
     def wait_ready(self, pid: int) -> None:
         deadline = time.monotonic() + self.settings.startup_timeout_s
@@ -177,19 +192,24 @@ class KafkaBroker:
 
     def server_properties(self) -> str:
         s = self.settings
-        return SERVER_PROPERTIES.format(
-            node=self.node,
-            voters=",".join(
-                f"{n}@{s.kafka_host}:{s.kafka_controller_port + n - 1}"
-                for n in range(1, s.kafka_brokers + 1)
-            ),
-            host=s.kafka_host,
-            port=self.port,
-            controller_port=self.controller_port,
-            log_dirs=self.data_dir,
-            partitions=s.kafka_partitions,
-            replication=s.kafka_replication,
-            min_insync=s.kafka_min_insync,
+        tail = security.broker_properties(s) if s.secure else PLAINTEXT_PROPERTIES
+        return (
+            SERVER_PROPERTIES.format(
+                listener="SASL_SSL" if s.secure else "PLAINTEXT",
+                node=self.node,
+                voters=",".join(
+                    f"{n}@{s.kafka_host}:{s.kafka_controller_port + n - 1}"
+                    for n in range(1, s.kafka_brokers + 1)
+                ),
+                host=s.kafka_host,
+                port=self.port,
+                controller_port=self.controller_port,
+                log_dirs=self.data_dir,
+                partitions=s.kafka_partitions,
+                replication=s.kafka_replication,
+                min_insync=s.kafka_min_insync,
+            )
+            + tail
         )
 
     def _write_config(self) -> None:
@@ -217,6 +237,7 @@ class KafkaBroker:
                 f"--cluster-id={cluster_id}",  # one token: ids may start with '-'
                 "-c",
                 str(self.conf_dir / "server.properties"),
+                *(security.scram_format_args(self.settings) if self.settings.secure else []),
             ],
             capture_output=True,
             text=True,
