@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from txstream.config import Settings
+from txstream.kafka.clients import SCRAM
 from txstream_etl.config import WarehouseConfig
 from txstream_etl.decode import decode_arrow
 from txstream_etl.tables import ETL_COMMITS_TABLE
@@ -66,6 +67,25 @@ def exists(spark: SparkSession, uri: str) -> bool:
     return bool(path.getFileSystem(spark.sparkContext._jsc.hadoopConfiguration()).exists(path))
 
 
+def kafka_options(settings: Settings) -> dict[str, str]:
+    """The Kafka source's client options: the cluster, and on a secured one SCRAM over TLS
+    as `kafka_user` (Spark redacts the password option in its logs and UI)."""
+    options = {"kafka.bootstrap.servers": settings.bootstrap_servers}
+    if settings.secure:
+        secret = settings.kafka_secret().replace("\\", "\\\\").replace('"', '\\"')
+        options |= {
+            "kafka.security.protocol": "SASL_SSL",
+            "kafka.sasl.mechanism": SCRAM,
+            "kafka.sasl.jaas.config": (
+                "org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="{settings.kafka_user}" password="{secret}";'
+            ),
+            "kafka.ssl.truststore.type": "PEM",
+            "kafka.ssl.truststore.location": str(settings.ca_file),
+        }
+    return options
+
+
 def start_query(
     spark: SparkSession,
     settings: Settings,
@@ -76,7 +96,7 @@ def start_query(
 ) -> StreamingQuery:
     reader = (
         spark.readStream.format("kafka")
-        .option("kafka.bootstrap.servers", settings.bootstrap_servers)
+        .options(**kafka_options(settings))
         .option("subscribe", ",".join(query.plan.topics))
         .option("startingOffsets", "earliest")
         .option("kafka.isolation.level", "read_committed")

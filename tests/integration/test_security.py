@@ -21,12 +21,19 @@ from confluent_kafka import KafkaError, KafkaException, Producer
 from confluent_kafka.admin import AdminClient
 from pydantic import SecretStr
 
+from leaderboard import WAREHOUSE_CONFIG
+from leaderboard.dataflow import Params
+from leaderboard.votegen import write_votes_file
 from tests.conftest import free_port
+from tests.integration.leaderboard_driver import drive, load_inputs, new_app
+from tests.integration.test_etl_warehouse import rows as delta_rows
 from tests.integration.test_quickstart import quickstart_script
 from txstream.config import Settings
+from txstream.kafka.acls import app_acls, grant
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import common_config, transactional_producer_config
 from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.runtime.task import PartitionTask
 from txstream.stack.broker import KafkaBroker
 from txstream.stack.security import PRINCIPALS
 
@@ -171,3 +178,35 @@ def test_the_readme_security_section_runs_as_written(secured: Settings, tmp_path
     ), out
     assert "Topic authorization failed" in out, out
     assert "refused: a client cannot write a procedure's output" in lines, out
+
+
+def test_the_warehouse_etl_reads_a_secured_cluster_as_a_client(
+    secured: Settings, tmp_path: Path
+) -> None:
+    """The Leaderboard's engine writes as `worker`, votes come in as `client`, and the
+    Spark ETL (`--once`) loads the committed votes into Delta as `client`, over TLS."""
+    app = new_app(Params(contestants=5, threshold=100, window=20, slide=5))
+    admin = secured.as_service("admin")
+    ensure_topics(TopicAdmin(admin), AppTopics(app.name), app.decl.streams, 1)
+    grant(AdminClient(common_config(admin)), app_acls(AppTopics(app.name),
+                                                      app.dataflow().border_streams))  # fmt: skip
+    votes = tmp_path / "votes.txt"
+    write_votes_file(votes, 300, contestants=5, seed=3)
+    last = load_inputs(secured.as_service("client"), app, votes, batch_size=1)
+    task = PartitionTask(app, 0, secured.as_service("worker"))
+    try:
+        drive(task, last, timeout_s=120)
+        accepted = int(task.tables()["stats"][("accepted",)]["value"])
+    finally:
+        task.close()
+    warehouse = tmp_path / "wh"
+    done = subprocess.run(
+        [TXSTREAM, "etl", "run", "--app", app.name, "--config", str(WAREHOUSE_CONFIG), "--once",
+         "--no-metrics"],
+        env=env_of(secured, TXSTREAM_WAREHOUSE_URI=str(warehouse),
+                   SPARK_SUBMIT_OPTS="-XX:TieredStopAtLevel=1"),
+        capture_output=True, text=True, timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert accepted > 0
+    assert len(delta_rows(warehouse / app.name, "votes")) == accepted

@@ -53,13 +53,16 @@ listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
 inter.broker.listener.name=PLAINTEXT
 """
 
-LOG4J_PROPERTIES = """\
-log4j.rootLogger=WARN, stdout
-log4j.appender.stdout=org.apache.log4j.ConsoleAppender
-log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
-log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
-log4j.logger.kafka.server.KafkaServer=INFO
-log4j.logger.kafka.server.BrokerServer=INFO
+# Kafka 4 logs through log4j 2; the same settings in its format.
+LOG4J2_PROPERTIES = """\
+appender.stdout.type=Console
+appender.stdout.name=STDOUT
+appender.stdout.layout.type=PatternLayout
+appender.stdout.layout.pattern=[%d] %p %m (%c)%n
+rootLogger.level=WARN
+rootLogger.appenderRef.stdout.ref=STDOUT
+logger.server.name=kafka.server.BrokerServer
+logger.server.level=INFO
 """
 
 
@@ -215,7 +218,7 @@ class KafkaBroker:
     def _write_config(self) -> None:
         self.conf_dir.mkdir(parents=True, exist_ok=True)
         (self.conf_dir / "server.properties").write_text(self.server_properties())
-        (self.conf_dir / "log4j.properties").write_text(LOG4J_PROPERTIES)
+        (self.conf_dir / "log4j2.properties").write_text(LOG4J2_PROPERTIES)
 
     def _format_once(self) -> None:
         if (self.data_dir / "meta.properties").exists():
@@ -249,7 +252,7 @@ class KafkaBroker:
     def _java_base(self) -> list[str]:
         return [
             "java",
-            f"-Dlog4j.configuration=file:{self.conf_dir / 'log4j.properties'}",
+            f"-Dlog4j2.configurationFile={self.conf_dir / 'log4j2.properties'}",
             "-cp",
             f"{self.settings.kafka_libs}/*",
         ]
