@@ -89,7 +89,8 @@ test: setup lint
 	$(BIN)/pytest -q -ra --durations=12 tests
 
 # The fault suite at full length: more votes, more kills, three seeds per case; and the
-# warehouse ETL's kill test, with a kill between two table commits of one micro-batch.
+# warehouse ETL's kill test, with a kill between two table commits of one micro-batch; and
+# workers killed during consumer-group rebalances (tests/faults/test_rebalance_kill.py).
 # A failing case names its seed; rerun it alone with TXSTREAM_FAULT_SEED=<seed>. Also the
 # engine's property tests at 5,000 examples, and the commit-protocol simulation at 10,000
 # seeds (a failing one says how to rerun it alone: TXSTREAM_SIM_SEED=<seed>).

@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from bank.dataflow import INITIAL_BALANCE
 from bank.run import BankConfig, BankRun
 from tests.conftest import KafkaEnv
+from tests.faults.bank_checks import check_end_state
 from tests.faults.scale import scaled, seeds
 from tests.integration.sequencer_driver import unique
-from txstream.client import TxClient
 from txstream.config import Settings
 from txstream.pids import is_alive
 
@@ -56,17 +55,4 @@ def test_bank_run_conserves_money_across_kills(kafka: KafkaEnv, tmp_path: Path, 
         pid = s.child_pid()
         assert pid is None or not is_alive(pid), f"{s.files.name} left running"
 
-    expected = {a: INITIAL_BALANCE + run.deltas.get(a, 0) for a in range(ACCOUNTS)}
-    run_again = BankRun(config, settings)  # the same app, to read its end state
-    for s in run_again.services():
-        s.start()
-    try:
-        with TxClient(name, settings, timeout_s=30) as client:
-            got = {k[0]: row["balance"] for k, row in client.query("accounts").table_rows()}
-    finally:
-        for s in run_again.services():
-            s.stop()
-    wrong = {a: (got.get(a), v) for a, v in expected.items() if got.get(a) != v}
-    assert not wrong, (
-        f"{len(wrong)} balances differ from the committed transfers: {list(wrong.items())[:5]}"
-    )
+    check_end_state(config, settings, run)
