@@ -38,6 +38,15 @@ _LATEST: OffsetSpec = OffsetSpec.latest()  # type: ignore[no-untyped-call]
 _UNREACHABLE = frozenset(
     {KafkaError._TRANSPORT, KafkaError._TIMED_OUT, KafkaError._ALL_BROKERS_DOWN}
 )
+# A partition's leader moved on since the client cached it: librdkafka's admin client does
+# not refresh its metadata for these, so asking again with the same client fails again.
+_STALE_LEADER = frozenset(
+    {
+        KafkaError.FENCED_LEADER_EPOCH,
+        KafkaError.UNKNOWN_LEADER_EPOCH,
+        KafkaError.NOT_LEADER_FOR_PARTITION,
+    }
+)
 _NOT_YET_LEADER = frozenset(
     {
         KafkaError.NOT_LEADER_FOR_PARTITION,
@@ -101,7 +110,8 @@ class TopicAdmin:
     def __init__(self, settings: Settings, timeout_s: float = 10.0) -> None:
         self.bootstrap = settings.bootstrap_servers
         self.timeout_s = timeout_s
-        self._client = AdminClient(common_config(settings))
+        self._config = common_config(settings)
+        self._client = AdminClient(self._config)
 
     def create_topic(
         self,
@@ -256,6 +266,20 @@ class TopicAdmin:
             raise KafkaAdminError(f"metadata request to {self.bootstrap} failed: {e}") from e
 
     def _offsets(
+        self, tps: list[TopicPartition], spec: OffsetSpec, level: IsolationLevel
+    ) -> dict[int, int]:
+        """Offsets by partition; a leader that moved on since the client cached it (a broker
+        restarted, say) gets a new client, whose metadata is fresh, and one more try."""
+        try:
+            return self._list_offsets(tps, spec, level)
+        except KafkaAdminError as e:
+            cause = e.__cause__
+            if not (isinstance(cause, KafkaException) and _code(cause) in _STALE_LEADER):
+                raise
+        self._client = AdminClient(self._config)
+        return self._list_offsets(tps, spec, level)
+
+    def _list_offsets(
         self, tps: list[TopicPartition], spec: OffsetSpec, level: IsolationLevel
     ) -> dict[int, int]:
         futures = self._client.list_offsets(
