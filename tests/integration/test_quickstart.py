@@ -29,18 +29,12 @@ def quickstart_script() -> str:
     return "set -euo pipefail\n" + script.replace("txstream stack up\n", "")
 
 
-def test_the_readme_quickstart_runs_as_written(kafka: KafkaEnv, tmp_path: Path) -> None:
-    admin = TopicAdmin(kafka.settings)
-    admin.delete_topics([t for t in admin.list_topics() if t.startswith("clicks.")])
-    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
-    env = {
-        **os.environ,
-        "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap,
-        "TXSTREAM_HOME": str(tmp_path / "home"),
-    }
+def run_shell(script: str, cwd: Path, env: dict[str, str]) -> tuple[int, str]:
+    """Run a README script in bash: (exit status, its output); whatever it left running (a
+    worker in the background, a step that failed) is killed with its process group."""
     shell = subprocess.Popen(
-        ["bash", "-c", quickstart_script()],
-        cwd=tmp_path,
+        ["bash", "-c", script],
+        cwd=cwd,
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
@@ -51,8 +45,21 @@ def test_the_readme_quickstart_runs_as_written(kafka: KafkaEnv, tmp_path: Path) 
         out, _ = shell.communicate(timeout=240)
     finally:
         with contextlib.suppress(ProcessLookupError):
-            os.killpg(shell.pid, signal.SIGKILL)  # whatever a failed step left running
-    assert shell.returncode == 0, out
+            os.killpg(shell.pid, signal.SIGKILL)
+    return shell.returncode, out
+
+
+def test_the_readme_quickstart_runs_as_written(kafka: KafkaEnv, tmp_path: Path) -> None:
+    admin = TopicAdmin(kafka.settings)
+    admin.delete_topics([t for t in admin.list_topics() if t.startswith("clicks.")])
+    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    env = {
+        **os.environ,
+        "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap,
+        "TXSTREAM_HOME": str(tmp_path / "home"),
+    }
+    returncode, out = run_shell(quickstart_script(), tmp_path, env)
+    assert returncode == 0, out
     assert "count: clicks -> page_views; owns window recent" in out  # txstream describe
     expected = (
         '{"stream": "page_views", "batch_id": 1, "tuples": [{"page": "/home", "views": 1}, '

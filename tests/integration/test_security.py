@@ -6,10 +6,8 @@ and passwords are made by the stack itself, as `txstream stack up` makes them).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
-import signal
 import stat
 import subprocess
 import uuid
@@ -27,7 +25,7 @@ from leaderboard.votegen import write_votes_file
 from tests.conftest import free_port
 from tests.integration.leaderboard_driver import drive, load_inputs, new_app
 from tests.integration.test_etl_warehouse import rows as delta_rows
-from tests.integration.test_quickstart import quickstart_script
+from tests.integration.test_quickstart import quickstart_script, run_shell
 from txstream.config import Settings
 from txstream.kafka.acls import app_acls, grant
 from txstream.kafka.admin import TopicAdmin
@@ -156,21 +154,8 @@ def test_the_readme_security_section_runs_as_written(secured: Settings, tmp_path
     section's commands against the secured broker, which stands in for `stack up`."""
     quickstart = quickstart_script().split("txstream topics ensure", 1)[0]
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
-    shell = subprocess.Popen(
-        ["bash", "-c", quickstart + security_script()],
-        cwd=tmp_path,
-        env=env_of(secured),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # the worker it starts joins its process group
-    )
-    try:
-        out, _ = shell.communicate(timeout=240)
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(shell.pid, signal.SIGKILL)  # whatever a failed step left running
-    assert shell.returncode == 0, out
+    returncode, out = run_shell(quickstart + security_script(), tmp_path, env_of(secured))
+    assert returncode == 0, out
     lines = out.splitlines()
     assert (
         '{"stream": "page_views", "batch_id": 1, "tuples": [{"page": "/home", "views": 1}]}'
