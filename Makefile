@@ -7,7 +7,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_LIBS := build/kafka/libs
 SPARK_JARS := build/spark/jars
-APT_PACKAGES := docker-compose kcat prometheus postgresql openssl
+APT_PACKAGES := docker-compose kcat prometheus postgresql openssl graphviz chromium
 MVN := mvn -q -B
 PEERS_VENV := .venv-peers
 

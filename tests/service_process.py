@@ -27,6 +27,8 @@ class ServiceProcess:
             **os.environ,
             "TXSTREAM_HOME": str(settings.home),
             "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
+            # the test's own Prometheus, if it runs one (the console asks it)
+            "TXSTREAM_PROMETHEUS_PORT": str(settings.prometheus_port),
             **(extra_env or {}),
         }
         self.log = log

@@ -24,6 +24,7 @@ from tests.integration.bank_cluster import BankCluster, wait_for_text
 from tests.service_process import TXSTREAM, ServiceProcess
 from txstream.client import TxClient, fragment
 from txstream.oltp.messages import Fragment
+from txstream.stack.prometheus import PrometheusServer
 
 pytestmark = pytest.mark.integration
 
@@ -32,7 +33,12 @@ KILLED = -signal.SIGKILL
 
 @pytest.fixture(scope="module")
 def cluster(kafka: KafkaEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BankCluster]:
-    c = BankCluster(kafka.settings, tmp_path_factory.mktemp("bank2pc"))
+    home = tmp_path_factory.mktemp("bank2pc")
+    # a private Prometheus port: the OpenAPI test runs one there for the console's routes
+    settings = kafka.settings.model_copy(
+        update={"home": home / "home", "prometheus_port": free_port()}
+    )
+    c = BankCluster(settings, home)
     c.worker_metrics = free_port()
     c.worker(metrics_port=c.worker_metrics)
     try:
@@ -235,11 +241,21 @@ def test_the_http_endpoint_keeps_to_its_openapi_document(
     documented, invalid input refused. A transaction that fails for a business reason (no
     such procedure, say) is a documented 400, so "positive data acceptance" is left out."""
     port = free_port()
-    coordinator.append(cluster.coordinator(http_port=port))
-    with cluster.client() as client:
-        a, b = cluster.accounts_apart()
-        cluster.open(client, a, b)
-    run = subprocess.run(
+    prometheus = PrometheusServer(cluster.settings)  # the console's routes ask it
+    prometheus.start()
+    try:
+        coordinator.append(cluster.coordinator(http_port=port))
+        with cluster.client() as client:
+            a, b = cluster.accounts_apart()
+            cluster.open(client, a, b)
+        run = schemathesis(port, tmp_path)
+    finally:
+        prometheus.process.stop()
+    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
+
+
+def schemathesis(port: int, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
         [
             str(Path(TXSTREAM).with_name("schemathesis")),
             "run",
@@ -250,12 +266,11 @@ def test_the_http_endpoint_keeps_to_its_openapi_document(
             "--request-timeout", "60",
             "--seed", "7",
         ],
-        cwd=tmp_path,
+        cwd=cwd,
         capture_output=True,
         text=True,
         timeout=600,
     )  # fmt: skip
-    assert run.returncode == 0, run.stdout[-6000:] + run.stderr[-2000:]
 
 
 def test_metrics_count_what_ran(cluster: BankCluster, coordinator: list[ServiceProcess]) -> None:

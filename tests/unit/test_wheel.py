@@ -32,6 +32,8 @@ def test_the_wheel_holds_the_schemas_and_runs_from_a_fresh_venv(tmp_path: Path) 
     assert "txstream/avro/txstream.BatchEnvelope.avsc" in names
     assert "txstream/avro/leaderboard/Vote.avsc" in names
     assert "txstream/observability/alerts.yml" in names
+    for asset in ("index.html", "console.js", "console.css"):
+        assert f"txstream_coordinator/console/static/{asset}" in names
     assert len([n for n in names if n.endswith(".avsc")]) == len(
         list(ROOT.glob("schemas/**/*.avsc"))
     )
@@ -64,6 +66,8 @@ def test_the_wheel_holds_the_schemas_and_runs_from_a_fresh_venv(tmp_path: Path) 
         t.feed("area_code_rows", [{"area_code": 617, "state": "MA"}])
         t.feed("votes", [{"vote_id": 1, "phone_number": 6175550101, "contestant_number": 1}])
         assert t.table("contestants")[(1,)]["num_votes"] == 1
+        from txstream_coordinator.console import STATIC
+        assert "console.js" in (STATIC / "index.html").read_text()
     """)
     where, schemas = run([str(python), "-c", script], cwd=elsewhere).split()
     assert where.startswith(str(venv)), where

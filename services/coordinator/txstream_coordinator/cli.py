@@ -14,6 +14,7 @@ from txstream.config import Settings
 from txstream.model.app import load_app
 from txstream.observability.targets import serve_metrics
 from txstream.runtime.heap import freeze_startup_objects
+from txstream_coordinator.console import ConsoleSources
 from txstream_coordinator.gateway import serve
 from txstream_coordinator.runtime import CoordinatorService
 
@@ -53,7 +54,15 @@ def run(
     if metrics:
         serve_metrics(settings, "coordinator", metrics_host, metrics_port)
     if http_port:
-        serve(TxClient(application.name, settings), http_host, http_port, settings.http_secret())
-        logging.getLogger(__name__).info("HTTP on %s:%d", http_host, http_port)
+        console = ConsoleSources(application, settings, service.partitions, service.serving_machine)
+        client = TxClient(application.name, settings)
+        serve(client, http_host, http_port, settings.http_secret(), console)
+        logging.getLogger(__name__).info(
+            "HTTP on %s:%d, console at http://%s:%d/console",
+            http_host,
+            http_port,
+            http_host,
+            http_port,
+        )
     freeze_startup_objects()
     service.run()

@@ -6,6 +6,7 @@
 With a token (`TXSTREAM_HTTP_TOKEN`; on a secured stack, one is generated), every route but
 /health needs `Authorization: Bearer <token>`; without it the answer is a 401.
   GET  /openapi.json   the OpenAPI document of the above (and /docs to try them)
+  GET  /console        a web console over the app (`console`), when the endpoint has one
 
 A FastAPI app over the Python client, so HTTP and Kafka clients take the same path through
 the coordinator. Results are JSON; a bad request is a 400 whose `error` names what is
@@ -30,6 +31,8 @@ from txstream import __version__
 from txstream.client import OltpTimeout, TxClient
 from txstream.oltp.messages import Fragment, TxnResult, fragments_from_json, key_of
 from txstream.oltp.predicates import parse_condition
+from txstream_coordinator.console import ConsoleSources, add_console
+from txstream_coordinator.http_errors import ErrorOut
 
 KeyPart = int | str
 MAX_TIMEOUT_S = 120.0
@@ -58,10 +61,6 @@ class ResultOut(BaseModel):
     results: list[Any]
     rows: list[list[Any]] = Field(description="[key, row] pairs of a query")
     partitions: list[int]
-
-
-class ErrorOut(BaseModel):
-    error: str
 
 
 class HealthOut(BaseModel):
@@ -97,7 +96,9 @@ ANSWERS: dict[int | str, dict[str, Any]] = {
 Bearer = Annotated[HTTPAuthorizationCredentials | None, Depends(HTTPBearer(auto_error=False))]
 
 
-def make_app(client: TxClient, token: str | None = None) -> FastAPI:
+def make_app(
+    client: TxClient, token: str | None = None, console: ConsoleSources | None = None
+) -> FastAPI:
     def authorized(sent: Bearer) -> None:
         if token is None:
             return
@@ -161,6 +162,8 @@ def make_app(client: TxClient, token: str | None = None) -> FastAPI:
 
         return _serve(query)
 
+    if console is not None:
+        add_console(app, console, guarded)
     return app
 
 
@@ -179,9 +182,20 @@ def _serve(request: Any) -> JSONResponse:
 class Gateway:
     """The endpoint served by uvicorn in a daemon thread."""
 
-    def __init__(self, client: TxClient, host: str, port: int, token: str | None = None) -> None:
+    def __init__(
+        self,
+        client: TxClient,
+        host: str,
+        port: int,
+        token: str | None = None,
+        console: ConsoleSources | None = None,
+    ) -> None:
         config = uvicorn.Config(
-            make_app(client, token), host=host, port=port, log_level="warning", lifespan="off"
+            make_app(client, token, console),
+            host=host,
+            port=port,
+            log_level="warning",
+            lifespan="off",
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(target=self.server.run, name="http", daemon=True)
@@ -198,9 +212,15 @@ class Gateway:
         return port
 
 
-def serve(client: TxClient, host: str, port: int, token: str | None = None) -> Gateway:
+def serve(
+    client: TxClient,
+    host: str,
+    port: int,
+    token: str | None = None,
+    console: ConsoleSources | None = None,
+) -> Gateway:
     """Serve on host:port in a daemon thread; port 0 picks a free one. With `token`, the
-    transaction and table routes need it as a bearer token."""
-    gateway = Gateway(client, host, port, token)
+    transaction, table and console data routes need it as a bearer token."""
+    gateway = Gateway(client, host, port, token, console)
     gateway.start()
     return gateway

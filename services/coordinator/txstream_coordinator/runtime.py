@@ -97,6 +97,11 @@ class CoordinatorService:
     def active(self) -> bool:
         return self._serving is not None
 
+    def serving_machine(self) -> Coordinator | None:
+        """The state machine while this process is the active coordinator (for the console,
+        from another thread: the attribute is read once, whole)."""
+        return self.machine if self._serving is not None else None
+
     def open(self) -> None:
         """Make the topics and join the group; `step` serves once this process is active."""
         self.admin = TopicAdmin(self.settings)
