@@ -29,6 +29,7 @@ class ServiceProcess:
             "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
             # the test's own Prometheus, if it runs one (the console asks it)
             "TXSTREAM_PROMETHEUS_PORT": str(settings.prometheus_port),
+            "TXSTREAM_SCHEMA_REGISTRY_URL": settings.schema_registry_url,
             **(extra_env or {}),
         }
         self.log = log

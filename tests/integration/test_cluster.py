@@ -37,6 +37,7 @@ def stack(args: list[str], settings: Settings) -> subprocess.CompletedProcess[st
         "TXSTREAM_KAFKA_PORT": str(settings.kafka_port),
         "TXSTREAM_KAFKA_CONTROLLER_PORT": str(settings.kafka_controller_port),
         "TXSTREAM_PROMETHEUS_PORT": str(free_port()),
+        "TXSTREAM_SCHEMA_REGISTRY_URL": f"http://127.0.0.1:{free_port()}",
     }
     env.pop("TXSTREAM_KAFKA_BOOTSTRAP", None)
     return subprocess.run([TXSTREAM, "stack", *args], env=env, capture_output=True, text=True,

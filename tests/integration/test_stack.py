@@ -25,6 +25,7 @@ def stack_env(tmp_path: Path) -> dict[str, str]:
         TXSTREAM_KAFKA_PORT=str(free_port()),
         TXSTREAM_KAFKA_CONTROLLER_PORT=str(free_port()),
         TXSTREAM_PROMETHEUS_PORT=str(free_port()),
+        TXSTREAM_SCHEMA_REGISTRY_URL=f"http://127.0.0.1:{free_port()}",
     )
     return env
 
@@ -51,6 +52,8 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
         assert is_alive(pid)
         prometheus = int((Path(home) / "run" / "prometheus.pid").read_text())
         assert is_alive(prometheus)
+        registry = int((Path(home) / "run" / "registry.pid").read_text())
+        assert is_alive(registry)
 
         status = run(["make", "--no-print-directory", "status"], stack_env)
         assert status.returncode == 0, status.stdout
@@ -58,10 +61,11 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
         assert str(prometheus) in status.stdout
         port = stack_env["TXSTREAM_PROMETHEUS_PORT"]
         assert f"http://127.0.0.1:{port} (answering)" in status.stdout
+        assert f"{stack_env['TXSTREAM_SCHEMA_REGISTRY_URL']} (answering)" in status.stdout
 
         down = run(["make", "--no-print-directory", "down"], stack_env)
         assert down.returncode == 0, down.stdout + down.stderr
-        assert not is_alive(pid) and not is_alive(prometheus)
+        assert not is_alive(pid) and not is_alive(prometheus) and not is_alive(registry)
         assert not pidfile.exists()
         assert processes_of(home) == []
     finally:

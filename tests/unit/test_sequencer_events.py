@@ -7,14 +7,16 @@ record forever under supervision.
 
 from __future__ import annotations
 
+import io
 import json
 from typing import Any
 
 import pytest
-from fastavro import parse_schema
+from fastavro import parse_schema, schemaless_writer
 
 import txstream_sequencer.events as events
 from txstream.kafka.routing import partition_of
+from txstream.schemas.confluent import RegistryClient, RegistryUnavailable, UnknownSchemaId, frame
 from txstream_sequencer.events import Event, EventReader, Rejected
 
 SCHEMA = parse_schema(
@@ -170,3 +172,52 @@ def test_any_other_failure_reading_one_record_rejects_that_record(
     monkeypatch.setattr(events, "find_error", broken)
     e = rejected(reader(batch_id_field="b"), {"id": 1, "name": "x", "b": 1})
     assert e.reason == "undecodable" and e.error == "KeyError: 'no such branch'"
+
+
+# -- Confluent's wire format ---------------------------------------------------------------
+
+
+class FakeRegistry(RegistryClient):
+    """Writer schemas by id from a dict; `down` as a registry that does not answer."""
+
+    def __init__(self, schemas: dict[int, Any], down: bool = False) -> None:
+        super().__init__("http://registry.invalid")
+        self.known, self.down = schemas, down
+
+    def writer_schema(self, schema_id: int) -> Any:
+        if self.down:
+            raise RegistryUnavailable("the registry at http://registry.invalid did not answer")
+        if schema_id not in self.known:
+            raise UnknownSchemaId(f"schema id {schema_id} is not in the registry")
+        return self.known[schema_id]
+
+
+# An older producer's schema: no owner or score (the stream's schema gives their defaults).
+WRITER = parse_schema({"type": "record", "name": "Item", "namespace": "test",
+                       "fields": [{"name": "id", "type": "long"},
+                                  {"name": "name", "type": "string"}]})  # fmt: skip
+
+
+def framed(schema_id: int, value: dict[str, Any]) -> bytes:
+    out = io.BytesIO()
+    schemaless_writer(out, WRITER, value)
+    return frame(schema_id, out.getvalue())
+
+
+def test_a_framed_record_is_read_with_its_writer_schema_into_the_streams() -> None:
+    r = EventReader(SCHEMA, "confluent", 4, registry=FakeRegistry({7: WRITER}))
+    event = read(r, framed(7, {"id": 1, "name": "a"}))
+    assert event.value == {"id": 1, "name": "a", "owner": None, "score": 0.0}
+
+
+def test_an_unframed_record_or_an_unknown_id_is_a_dead_letter_naming_why() -> None:
+    r = EventReader(SCHEMA, "confluent", 4, registry=FakeRegistry({7: WRITER}))
+    assert "Confluent's wire format" in rejected(r, b'{"id": 1}').error
+    assert "schema id 8" in rejected(r, framed(8, {"id": 1, "name": "a"})).error
+    assert rejected(r, frame(7, b"\xff")).reason == "undecodable"
+
+
+def test_a_registry_that_does_not_answer_is_raised_not_dead_lettered() -> None:
+    r = EventReader(SCHEMA, "confluent", 4, registry=FakeRegistry({}, down=True))
+    with pytest.raises(RegistryUnavailable):
+        read(r, framed(7, {"id": 1, "name": "a"}))

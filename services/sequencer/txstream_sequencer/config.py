@@ -30,7 +30,9 @@ class Route(BaseModel, extra="forbid"):
     app: str
     stream: str
     schema_name: str = Field(alias="schema")
-    format: Literal["json", "avro"] = "json"
+    # confluent: Avro in Confluent's wire format, its writer schema from the schema registry
+    # (`schema_registry_url`), where the stream's schema is registered as <topic>-value
+    format: Literal["json", "avro", "confluent"] = "json"
     batch_id_field: str | None = None
     batch_id_header: str | None = None
     policy_events: int | None = Field(None, gt=0)

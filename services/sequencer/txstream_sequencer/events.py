@@ -1,8 +1,10 @@
 """Raw user events: decoded, checked against the stream's schema, given a batch id and a lane.
 
-Users produce one event per record with any client: JSON (what kcat and most services send)
-or schemaless Avro of the stream's tuple schema. An event that cannot be read, or that does
-not fit the schema, is not an error of the sequencer: it becomes a dead letter with the reason.
+Users produce one event per record with any client: JSON (what kcat and most services send),
+schemaless Avro of the stream's tuple schema, or Avro in Confluent's wire format (what
+confluent-kafka's AvroSerializer sends), read with its writer schema from the registry. An
+event that cannot be read, or that does not fit the schema, is not an error of the
+sequencer: it becomes a dead letter with the reason.
 Everything a sealed batch needs is checked here, before the event joins a batch, so sealing
 never fails on input: a failure there would stop the sequencer and, under supervision, make
 it re-read the same record forever.
@@ -20,6 +22,13 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.types import Schema
 
 from txstream.kafka.routing import partition_of
+from txstream.schemas.confluent import (
+    NotFramed,
+    RegistryClient,
+    RegistryUnavailable,
+    UnknownSchemaId,
+    unframe,
+)
 from txstream.schemas.validation import find_error, shown
 
 MAX_JSON_DEPTH = 64  # nested objects and arrays; far beyond any tuple schema, far below the stack
@@ -57,11 +66,12 @@ class EventReader:
     """How one route reads its records: format, where the batch id is, what to partition by."""
 
     schema: Schema
-    fmt: str  # "json" or "avro"
+    fmt: str  # "json", "avro" or "confluent"
     lanes: int  # partitions of the border topic
     batch_id_field: str | None = None
     batch_id_header: str | None = None
     key_field: str | None = None
+    registry: RegistryClient | None = None  # writer schemas of the "confluent" format
 
     def read(
         self,
@@ -73,11 +83,12 @@ class EventReader:
         """The record as an event, or Rejected with its dead-letter reason.
 
         Any other failure while reading one record is that record's fault too (nothing here
-        touches Kafka or the sequencer's state), so it is rejected with the exception named.
+        touches Kafka or the sequencer's state), so it is rejected with the exception named;
+        but a schema registry that does not answer is no record's fault, and is raised.
         """
         try:
             return self._read(position, key, payload or b"", headers)
-        except Rejected:
+        except (Rejected, RegistryUnavailable):
             raise
         except Exception as e:
             raise Rejected("undecodable", f"{type(e).__name__}: {e}") from e
@@ -92,7 +103,9 @@ class EventReader:
         return Event(position, key, data, value, batch_id, self._lane(position, key, value))
 
     def _decode(self, data: bytes) -> dict[str, Any]:
-        if self.fmt == "avro":
+        if self.fmt == "confluent":
+            record = self._confluent(data)
+        elif self.fmt == "avro":
             try:
                 record = schemaless_reader(io.BytesIO(data), self.schema, None)
             except Exception as e:  # fastavro raises many types for garbage input
@@ -109,6 +122,23 @@ class EventReader:
         if not isinstance(record, dict):
             raise Rejected("undecodable", f"expected a JSON object, got {type(record).__name__}")
         return record
+
+    def _confluent(self, data: bytes) -> Any:
+        if self.registry is None:
+            raise ValueError("the confluent format needs a schema registry")
+        try:
+            schema_id, body = unframe(data)
+            writer = self.registry.writer_schema(schema_id)
+        except (NotFramed, UnknownSchemaId) as e:
+            raise Rejected("undecodable", str(e)) from e
+        try:
+            return schemaless_reader(io.BytesIO(body), writer, self.schema)
+        except Exception as e:  # fastavro raises many types for garbage or unresolvable input
+            raise Rejected(
+                "undecodable",
+                f"not Avro of schema id {schema_id} read as the stream's schema: "
+                f"{type(e).__name__}: {e}",
+            ) from e
 
     def _batch_id(self, value: dict[str, Any], headers: Headers) -> int | None:
         if self.batch_id_field is not None:

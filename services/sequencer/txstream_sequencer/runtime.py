@@ -26,6 +26,7 @@ from txstream.kafka.clients import (
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.topics import AppTopics
 from txstream.schemas.codec import BatchCodec
+from txstream.schemas.confluent import RegistryClient, RegistryUnavailable
 from txstream.schemas.records import encode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream_sequencer import metrics
@@ -64,6 +65,19 @@ class Sequencer:
         self.lane_ids: dict[Lane, LaneId] = {}
 
     # -- setup ---------------------------------------------------------------------------
+
+    def _schema_registry(self, route: Route) -> RegistryClient | None:
+        """For a route of Confluent-framed records: the registry, with the stream's schema
+        registered as `<topic>-value` (so a producer's schema that the subject's
+        compatibility level refuses is refused when that producer registers it)."""
+        if route.format != "confluent":
+            return None
+        client = RegistryClient(self.settings.schema_registry_url)
+        try:
+            client.register(f"{route.topic}-value", self.registry.get(route.schema_name))
+        except (ValueError, RegistryUnavailable) as e:
+            raise SequencerError(f"route {route.topic!r}: {e}") from e
+        return client
 
     def open(self) -> None:
         admin = TopicAdmin(self.settings)
@@ -105,6 +119,7 @@ class Sequencer:
                     route.batch_id_field,
                     route.batch_id_header,
                     route.key_field,
+                    self._schema_registry(route),
                 ),
                 BatchCodec(self.registry.get(route.schema_name)),
             )

@@ -19,6 +19,7 @@ from txstream.stack.broker import BrokerError, KafkaBroker
 from txstream.stack.cluster import KafkaCluster
 from txstream.stack.process import ManagedProcess, needs_start
 from txstream.stack.prometheus import PrometheusServer
+from txstream.stack.registry import RegistryServer
 
 
 class State(StrEnum):
@@ -56,18 +57,31 @@ class Stack:
         self.broker = KafkaBroker(settings)
         self.cluster = KafkaCluster(settings)
         self.prometheus = PrometheusServer(settings)
+        self.registry = RegistryServer(settings)
 
     def _components(self) -> list[tuple[str, Component, str]]:
         brokers: list[tuple[str, Component, str]] = [
             (node.name, node, node.address) for node in self.cluster.nodes
         ]
-        return [*brokers, ("prometheus", self.prometheus, self.prometheus.url)]
+        registry: list[tuple[str, Component, str]] = (
+            [("registry", self.registry, self.registry.url)] if self._runs_registry() else []
+        )
+        return [*brokers, *registry, ("prometheus", self.prometheus, self.prometheus.url)]
+
+    def _runs_registry(self) -> bool:
+        return self.registry.local and self.settings.kafka_security == "plaintext"
 
     def status(self) -> list[ComponentStatus]:
         return [_status(name, c, where) for name, c, where in self._components()]
 
     def up(self, report: Report) -> None:
         self.up_kafka(report)
+        if self._runs_registry():
+            _start("registry", self.registry, self.registry.url, report)
+        elif not self.registry.local:
+            report(f"using the external schema registry at {self.registry.url}")
+        else:
+            report("registry: not started on a secured stack (it has no principal of its own yet)")
         _start("prometheus", self.prometheus, self.prometheus.url, report)
 
     def up_kafka(self, report: Report) -> None:
@@ -83,6 +97,8 @@ class Stack:
     def down(self, report: Report) -> None:
         stopped = self.prometheus.process.stop()
         report("prometheus: stopped" if stopped else "prometheus: not running")
+        stopped = self.registry.process.stop()
+        report("registry: stopped" if stopped else "registry: not running")
         self.cluster.stop(report)
 
 

@@ -1,0 +1,1 @@
+"""txstream's schema registry: the Confluent Schema Registry API over a Kafka topic."""
