@@ -92,12 +92,14 @@ test: setup lint
 
 # The fault suite at full length: more votes, more kills, three seeds per case; and the
 # warehouse ETL's kill test, with a kill between two table commits of one micro-batch; and
-# workers killed during consumer-group rebalances (tests/faults/test_rebalance_kill.py).
+# workers killed during consumer-group rebalances (tests/faults/test_rebalance_kill.py); and
+# the ETL on a secured cluster (tests/integration/test_security.py).
 # A failing case names its seed; rerun it alone with TXSTREAM_FAULT_SEED=<seed>. Also the
 # engine's property tests at 5,000 examples, and the commit-protocol simulation at 10,000
 # seeds (a failing one says how to rerun it alone: TXSTREAM_SIM_SEED=<seed>).
 faults: setup
 	TXSTREAM_FAULTS=long $(BIN)/pytest -q -ra tests/faults tests/integration/test_etl_warehouse.py \
+	  tests/integration/test_security.py \
 	  tests/property tests/simulation
 
 # Quix Streams, a peer in the leaderboard benchmark, pins confluent-kafka < 2.13: its own venv.

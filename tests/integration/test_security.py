@@ -23,6 +23,7 @@ from leaderboard import WAREHOUSE_CONFIG
 from leaderboard.dataflow import Params
 from leaderboard.votegen import write_votes_file
 from tests.conftest import free_port
+from tests.faults.scale import LONG
 from tests.integration.leaderboard_driver import drive, load_inputs, new_app
 from tests.integration.test_etl_warehouse import rows as delta_rows
 from tests.integration.test_quickstart import quickstart_script, run_shell
@@ -165,6 +166,7 @@ def test_the_readme_security_section_runs_as_written(secured: Settings, tmp_path
     assert "refused: a client cannot write a procedure's output" in lines, out
 
 
+@pytest.mark.skipif(not LONG, reason="a Spark job over TLS (~50 s): runs in make faults")
 def test_the_warehouse_etl_reads_a_secured_cluster_as_a_client(
     secured: Settings, tmp_path: Path
 ) -> None:
