@@ -46,6 +46,12 @@ def run(
         envvar="TXSTREAM_COMMIT_MAX_BATCHES",
         help="group commit size cap: processing waits for the commit in flight beyond it",
     ),
+    commit_busy_interval_ms: int = typer.Option(
+        CommitPolicy.busy_interval_ms,
+        envvar="TXSTREAM_COMMIT_BUSY_INTERVAL_MS",
+        help="while input is backed up, a group waits this long instead (fewer, larger "
+        "commits under overload)",
+    ),
     group_commit: bool = typer.Option(
         True, help="group many executions per commit; off: one commit per input batch"
     ),
@@ -63,10 +69,13 @@ def run(
     try:
         raw = params_file.read_text() if params_file is not None else params
         application = load_app(app_spec, json.loads(raw))
-        if commit_interval_ms <= 0 or commit_max_batches <= 0:
-            raise ValueError("--commit-interval-ms and --commit-max-batches must be positive")
+        if commit_interval_ms <= 0 or commit_max_batches <= 0 or commit_busy_interval_ms < 0:
+            raise ValueError(
+                "--commit-interval-ms and --commit-max-batches must be positive, "
+                "--commit-busy-interval-ms not negative"
+            )
         policy = (
-            CommitPolicy(interval_ms=commit_interval_ms, max_batches=commit_max_batches)
+            CommitPolicy(commit_interval_ms, commit_max_batches, commit_busy_interval_ms)
             if group_commit
             else CommitPolicy.off()
         )

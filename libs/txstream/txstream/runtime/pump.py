@@ -46,7 +46,8 @@ class TaskPump:
             if msg.error() is None and (topic := msg.topic()) is not None
         ]
         finished = self.task.finish_commit()
-        for _ in self.task.run(records):
+        backlog = len(msgs) >= max_records  # a full poll: more is waiting
+        for _ in self.task.run(records, backlog):
             finished += self.task.start_commit()
         return finished + self.task.finish_commit()
 

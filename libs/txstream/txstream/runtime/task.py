@@ -189,16 +189,19 @@ class PartitionTask:
         """The committed state in RocksDB as plain tables: {table: {key: row}}."""
         return table_rows(self.codec, dict(self.store.scan(b"")))
 
-    def run(self, records: Iterable[tuple[str, int, bytes | None]]) -> Iterator[None]:
+    def run(
+        self, records: Iterable[tuple[str, int, bytes | None]], backlog: bool = False
+    ) -> Iterator[None]:
         """Handle a delivered run of (topic, offset, value) records, pausing whenever a group
         commit is due; the caller commits (in whatever thread it keeps for that) and resumes.
-        The records at hand all handled, time is told, and a waiting 2PC vote is committed."""
+        The records at hand all handled, time is told, and a waiting 2PC vote is committed.
+        `backlog`: more input is waiting (the poll was full), so groups may grow longer."""
         for topic, offset, value in records:
             self.handle(topic, offset, value)
-            if self.commit_due():
+            if self.commit_due(backlog=backlog):
                 yield
         self.tick()
-        if self.commit_due(end_of_run=True):
+        if self.commit_due(end_of_run=True, backlog=backlog):
             yield
 
     def handle(self, topic: str, offset: int, value: bytes | None) -> None:
@@ -269,11 +272,12 @@ class PartitionTask:
         if self.engine.reinquire(inquire_every_s):
             self._group_started = time.monotonic()
 
-    def commit_due(self, end_of_run: bool = False) -> bool:
+    def commit_due(self, end_of_run: bool = False, backlog: bool = False) -> bool:
         """Whether to start a commit now; `end_of_run` when the records at hand are all
         handled, which is when a waiting 2PC vote is committed (votes in one run share a
         commit). While one commit is in flight the group grows until that one is done, or
-        until the size cap, so under load groups grow to fill the commit's round trips."""
+        until the size cap, so under load groups grow to fill the commit's round trips;
+        with a `backlog`, a group stays open for the policy's longer busy interval."""
         group = self.engine.group
         if group.empty:
             return False
@@ -284,7 +288,7 @@ class PartitionTask:
             return full
         elapsed_ms = (time.monotonic() - self._group_started) * 1000
         # A client waits on each OLTP reply: such a group waits at most OLTP_GROUP_MS.
-        wait_ms = self.policy.interval_ms
+        wait_ms = self.policy.wait_ms(backlog)
         if group.replies:
             wait_ms = min(wait_ms, OLTP_GROUP_MS)
         return full or elapsed_ms >= wait_ms
