@@ -33,7 +33,13 @@ from tests.integration.panels import (
     wait_until_scraped,
     wait_until_serving,
 )
-from tests.integration.sequencer_driver import SequencerProcess, produce_events, write_config
+from tests.integration.sequencer_driver import (
+    SequencerProcess,
+    produce_events,
+    read_dead_letters,
+    wait_until,
+    write_config,
+)
 from tests.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
@@ -89,6 +95,11 @@ def run_leaderboard(
     produce_events(settings, raw, [b"{not json"])
     topics = AppTopics(app.name)
     wait_for_batches(settings, topics.commits, {"votes": last}, 180, lambda: all_alive(started))
+    # The malformed event follows the last vote, so the last commit does not show it: the
+    # work has ended once its dead letter is out (and counted).
+    dead = f"txstream-sequencer-{app.name}.dead_letters"
+    wait_until(lambda: bool(read_dead_letters(settings, dead)), 60,
+               lambda: all_alive(started), "the malformed event's dead letter")  # fmt: skip
 
 
 def run_bank(cluster: BankCluster, prometheus: PrometheusServer) -> None:
