@@ -16,7 +16,6 @@ import time
 from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
 
 import pytest
 from confluent_kafka import Producer
@@ -27,9 +26,10 @@ from leaderboard.dataflow import Params
 from leaderboard.loader import Loader
 from leaderboard.votegen import write_votes_file
 from leaderboard.votes_file import VoteBatch, iter_batches
-from tests.conftest import KafkaEnv, free_port
+from tests.conftest import free_port
 from tests.integration.leaderboard_driver import new_app
 from tests.integration.panels import addresses, wait_until_scraped, wait_until_serving
+from tests.integration.test_dashboards import all_alive
 from tests.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.clients import idempotent_producer_config, send
@@ -49,24 +49,8 @@ WAIT_MS = 60_000
 
 
 @pytest.fixture
-def settings(kafka: KafkaEnv, tmp_path: Path) -> Settings:
-    return kafka.settings.model_copy(
-        update={
-            "home": tmp_path / "home",
-            "prometheus_port": free_port(),
-            "prometheus_scrape_interval_s": 0.5,
-        }
-    )
-
-
-@pytest.fixture
-def prometheus(settings: Settings) -> Iterator[PrometheusServer]:
-    server = PrometheusServer(settings)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.process.stop()
+def settings(scraped: Settings) -> Settings:
+    return scraped
 
 
 @pytest.fixture
@@ -122,7 +106,7 @@ def test_the_console_shows_the_live_system(
         wait_until_scraped(prometheus, addresses(settings), after=time.time(), samples=2)
         send_votes(settings, app, batches[half:], extra=b"\x00not a batch")
         last = batches[-1].batch_id
-        wait_for_batches(settings, topics.commits, {"votes": last}, 120, all_alive(started))
+        wait_for_batches(settings, topics.commits, {"votes": last}, 120, lambda: all_alive(started))
         wait_until_scraped(prometheus, addresses(settings), after=time.time())
         board = leaderboard(settings, app)
 
@@ -132,10 +116,6 @@ def test_the_console_shows_the_live_system(
     finally:
         for proc in started:
             proc.kill()
-
-
-def all_alive(processes: list[ServiceProcess]) -> Any:
-    return lambda: all(p.alive() for p in processes)
 
 
 def leaderboard(settings: Settings, app: App) -> list[tuple[int, int]]:

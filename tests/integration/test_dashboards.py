@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import time
 import urllib.request
-from collections.abc import Iterator
 from dataclasses import asdict
 from pathlib import Path
 
@@ -23,7 +22,6 @@ from leaderboard.commits import wait_for_batches
 from leaderboard.dataflow import Params
 from leaderboard.loader import Loader, load_raw_votes
 from leaderboard.votegen import write_votes_file
-from tests.conftest import KafkaEnv, free_port
 from tests.integration.bank_cluster import BankCluster
 from tests.integration.leaderboard_driver import new_app
 from tests.integration.panels import (
@@ -54,24 +52,8 @@ VOTES = 600
 
 
 @pytest.fixture
-def settings(kafka: KafkaEnv, tmp_path: Path) -> Settings:
-    return kafka.settings.model_copy(
-        update={
-            "home": tmp_path / "home",
-            "prometheus_port": free_port(),
-            "prometheus_scrape_interval_s": 0.5,
-        }
-    )
-
-
-@pytest.fixture
-def prometheus(settings: Settings) -> Iterator[PrometheusServer]:
-    server = PrometheusServer(settings)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.process.stop()
+def settings(scraped: Settings) -> Settings:
+    return scraped
 
 
 def run_leaderboard(

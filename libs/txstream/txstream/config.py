@@ -90,9 +90,9 @@ class Settings(BaseSettings):
     coordinator_session_timeout_s: float = Field(default=6.0, gt=0)
     coordinator_log_truncate_s: float = Field(default=30.0, gt=0)
     schema_dir: Path = Field(default_factory=default_schema_dir)
-    # The native stack's Prometheus (Debian's package); services register their own targets.
-    # A Confluent-API schema registry (`txstream registry run`): Confluent-framed records
+    # The Confluent-API schema registry (`txstream registry run`) of Confluent-framed records.
     schema_registry_url: str = "http://127.0.0.1:8081"
+    # The native stack's Prometheus (Debian's package); services register their own targets.
     prometheus_bin: str = "prometheus"
     prometheus_host: str = "127.0.0.1"
     prometheus_port: int = 9090

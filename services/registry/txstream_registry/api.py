@@ -29,7 +29,13 @@ from pydantic import BaseModel, Field
 from txstream import __version__
 from txstream_registry import metrics
 from txstream_registry.log import Fenced, SchemaLog
-from txstream_registry.state import Parsed, RegistryError, RegistryState, parse
+from txstream_registry.state import (
+    Parsed,
+    RegistryError,
+    RegistryState,
+    parse,
+    subject_not_found,
+)
 
 MEDIA = "application/vnd.schemaregistry.v1+json"
 
@@ -149,7 +155,7 @@ def make_api(registry: Registry) -> FastAPI:
         parsed = parse(body.schema_, body.schemaType, body.references)
         with lock:
             if subject not in state.subjects:
-                raise RegistryError(404, 40401, f"Subject '{subject}' not found.")
+                raise subject_not_found(subject)
             if version in ("latest", "-1"):
                 against = state.versions(subject)
             else:

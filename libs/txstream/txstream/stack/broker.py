@@ -13,7 +13,6 @@ import base64
 import logging
 import socket
 import subprocess
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +23,7 @@ from confluent_kafka.admin import AdminClient
 from txstream.config import Settings
 from txstream.kafka.clients import common_config
 from txstream.stack import security
-from txstream.stack.process import ManagedProcess, port_free
+from txstream.stack.process import ManagedProcess, port_free, wait_answering
 
 SERVER_PROPERTIES = """\
 process.roles=broker,controller
@@ -167,18 +166,9 @@ class KafkaBroker:
         return self.settings.as_service("admin") if self.settings.secure else self.settings
 
     def wait_ready(self, pid: int) -> None:
-        deadline = time.monotonic() + self.settings.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.live_pid() != pid:
-                log = self.log_file
-                raise BrokerError(f"{self.name} exited during startup; see {log}:\n{self._tail()}")
-            if self.answers(timeout_s=1.0):
-                return
-            time.sleep(0.2)  # poll interval between readiness probes, not a stand-in for one
-        raise BrokerError(
-            f"{self.name} did not answer on {self.address} within "
-            f"{self.settings.startup_timeout_s:.0f}s; see {self.log_file}"
-        )
+        wait_answering(self.process, pid, lambda: self.answers(timeout_s=1.0),
+                       self.settings.startup_timeout_s, (self.name, self.address, self.log_file),
+                       BrokerError)  # fmt: skip
 
     def _check_jars(self) -> None:
         libs = self.settings.kafka_libs
@@ -269,9 +259,3 @@ class KafkaBroker:
             "kafka.Kafka",
             str(self.conf_dir / "server.properties"),
         ]
-
-    def _tail(self, lines: int = 20) -> str:
-        try:
-            return "\n".join(self.log_file.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return "(no log)"

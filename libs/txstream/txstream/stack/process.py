@@ -133,3 +133,31 @@ def port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
+
+
+def wait_answering(
+    proc: ManagedProcess,
+    pid: int,
+    answers: Callable[[], bool],
+    timeout_s: float,
+    what: tuple[str, str, Path],
+    error: type[Exception],
+) -> None:
+    """Until the just-spawned `pid` answers. `what` is (name, address, log): an `error`
+    naming them if it exits first (with its log's last lines) or never answers."""
+    name, where, log = what
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.live_pid() != pid:
+            raise error(f"{name} exited during startup; see {log}:\n{log_tail(log)}")
+        if answers():
+            return
+        time.sleep(0.2)  # poll interval between readiness probes, not a stand-in for one
+    raise error(f"{name} did not answer on {where} within {timeout_s:.0f}s; see {log}")
+
+
+def log_tail(log: Path, lines: int = 20) -> str:
+    try:
+        return "\n".join(log.read_text(errors="replace").splitlines()[-lines:])
+    except FileNotFoundError:
+        return "(no log)"

@@ -8,7 +8,6 @@ a new port. The data stays under the stack's home, like the broker's.
 from __future__ import annotations
 
 import shutil
-import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass
@@ -17,7 +16,7 @@ from pathlib import Path
 from txstream.config import Settings
 from txstream.observability.alerts import RULES
 from txstream.observability.targets import live_targets, targets_dir
-from txstream.stack.process import ManagedProcess, port_free
+from txstream.stack.process import ManagedProcess, port_free, wait_answering
 
 CONFIG = """\
 # Written by `txstream stack up`; edits are overwritten. Every txstream service registers
@@ -90,18 +89,9 @@ class PrometheusServer:
             return False
 
     def wait_ready(self, pid: int) -> None:
-        deadline = time.monotonic() + self.settings.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.live_pid() != pid:
-                tail = self.log_file.read_text(errors="replace")[-2000:]
-                raise PrometheusError(f"prometheus exited at startup; {self.log_file}:\n{tail}")
-            if self.answers(timeout_s=1.0):
-                return
-            time.sleep(0.2)  # poll interval between readiness probes
-        raise PrometheusError(
-            f"prometheus did not answer at {self.url} within "
-            f"{self.settings.startup_timeout_s:.0f}s; see {self.log_file}"
-        )
+        wait_answering(self.process, pid, lambda: self.answers(timeout_s=1.0),
+                       self.settings.startup_timeout_s, ("prometheus", self.url, self.log_file),
+                       PrometheusError)  # fmt: skip
 
     def _binary(self) -> str:
         found = shutil.which(self.settings.prometheus_bin)

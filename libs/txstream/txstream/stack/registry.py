@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -16,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from txstream.config import Settings
-from txstream.stack.process import ManagedProcess, port_free
+from txstream.stack.process import ManagedProcess, port_free, wait_answering
 
 LOCAL = ("127.0.0.1", "localhost")
 
@@ -58,7 +57,9 @@ class RegistryServer:
         env = {**os.environ, "TXSTREAM_HOME": str(s.home),
                "TXSTREAM_KAFKA_BOOTSTRAP": s.bootstrap_servers}  # fmt: skip
         pid = self.process.spawn(argv, self.log_file, env=env)
-        self._wait_ready(pid)
+        wait_answering(self.process, pid, lambda: self.answers(timeout_s=1.0),
+                       s.startup_timeout_s, ("the registry", self.url, self.log_file),
+                       RegistryError)  # fmt: skip
         return pid
 
     def answers(self, timeout_s: float = 2.0) -> bool:
@@ -67,17 +68,3 @@ class RegistryServer:
                 return bool(resp.status == 200)
         except (OSError, urllib.error.URLError):
             return False
-
-    def _wait_ready(self, pid: int) -> None:
-        deadline = time.monotonic() + self.settings.startup_timeout_s
-        while time.monotonic() < deadline:
-            if self.process.live_pid() != pid:
-                tail = self.log_file.read_text(errors="replace")[-2000:]
-                raise RegistryError(f"the registry exited at startup; {self.log_file}:\n{tail}")
-            if self.answers(timeout_s=1.0):
-                return
-            time.sleep(0.2)  # poll interval between readiness probes
-        raise RegistryError(
-            f"the registry did not answer at {self.url} within "
-            f"{self.settings.startup_timeout_s:.0f}s; see {self.log_file}"
-        )
