@@ -66,7 +66,8 @@ def test_sigkilled_worker_gives_the_reference_result_exactly_once(
     finally:
         killer.done.set()
         killer.join()
-        for pidfile in (home / "run").glob("*.pid"):
+        run_dir = home / "run"
+        for pidfile in [*run_dir.glob("*.pid"), *run_dir.glob("*.supervisor")]:
             pid = int(pidfile.read_text())
             if is_alive(pid) and str(home) in cmdline(pid):
                 os.kill(pid, signal.SIGKILL)

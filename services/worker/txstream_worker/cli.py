@@ -12,7 +12,7 @@ import typer
 from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.kafka.topics import ensure_app_topics
 from txstream.model.app import load_app
 from txstream.model.declarations import RecoveryMode
 from txstream.observability.targets import serve_metrics
@@ -85,13 +85,7 @@ def run(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
     settings = Settings().as_service("worker")
-    ensure_topics(
-        TopicAdmin(settings),
-        AppTopics(application.name),
-        application.decl.streams,
-        partitions=settings.kafka_partitions,
-        oltp=bool(application.decl.transactions),
-    )
+    ensure_app_topics(TopicAdmin(settings), application, settings.kafka_partitions)
     try:
         slot = WorkerSlot.claim(settings.data_dir / "workers" / application.name,
                                 application.name, instance_id)  # fmt: skip

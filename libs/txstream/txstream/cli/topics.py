@@ -12,7 +12,7 @@ from rich.table import Table
 
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
-from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.kafka.topics import ensure_app_topics
 from txstream.model.app import AppLoadError, load_app
 
 app = typer.Typer(help="Create, list and describe Kafka topics.", no_args_is_help=True)
@@ -126,13 +126,7 @@ def ensure(
         raise typer.Exit(2) from None
     settings = Settings()
     try:
-        names = ensure_topics(
-            TopicAdmin(settings),
-            AppTopics(application.name),
-            application.decl.streams,
-            partitions=settings.kafka_partitions,
-            oltp=bool(application.decl.transactions),
-        )
+        names = ensure_app_topics(TopicAdmin(settings), application, settings.kafka_partitions)
     except KafkaAdminError as e:
         raise fail(e) from e
     for name in names:

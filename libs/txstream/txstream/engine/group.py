@@ -13,6 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from txstream.engine.spanning import Reads
 from txstream.engine.writeset import WriteSet
 from txstream.model.declarations import Record
 from txstream.oltp.messages import EngineReply
@@ -89,18 +90,21 @@ class Group:
     stale: Counter[tuple[str, str]] = field(default_factory=Counter)
     # stream -> the record of its last batch processed, whose digest `take_group` stores
     records: dict[str, bytes | None] = field(default_factory=dict)
-    urgent: bool = False  # a 2PC vote waits in it: commit now, the partition is blocked
+    urgent: bool = False  # a 2PC vote or spanning reads wait in it: commit now
+    # (participant, reads) for spanning batches: sent to the other participants' engines
+    exchange: list[tuple[int, Reads]] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:
         """Nothing to commit: no state write (positions included) and no OLTP reply."""
-        return not self.ws.tables and not self.replies
+        return not self.ws.tables and not self.replies and not self.exchange
 
 
 class Outcome(StrEnum):
     PROCESSED = "processed"
     DUPLICATE = "duplicate"  # an exact re-send of the last batch: skipped
     STALE = "stale"  # an id not above the last, and not that batch: dead-lettered
+    WAITING = "waiting"  # a spanning batch waits for the other participants' reads
 
 
 def position_key(topic: str, partition: int) -> tuple[str, str, int]:

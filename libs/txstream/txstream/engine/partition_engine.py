@@ -35,6 +35,7 @@ from txstream.engine.group import (
     position_key,
 )
 from txstream.engine.participant import Participant
+from txstream.engine.spanning import Owner, Reads, Rows, SpanBase, SpanPlan, keep_local, local_reads
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import NestedTransaction, Procedure, Record
@@ -49,6 +50,31 @@ class _Scope:
     nested: NestedTransaction
     outputs: list[OutputBatch] = field(default_factory=list)
     deferred: list[tuple[Procedure, str, Sequence[Record]]] = field(default_factory=list)
+
+
+@dataclass
+class _Waiting:
+    """A spanning batch this engine has sent its reads for, waiting for the others'."""
+
+    proc: Procedure
+    batch_id: int
+    tuples: Sequence[Record]
+    source: tuple[str, int, int] | None
+    record: bytes | None
+    plan: SpanPlan
+    rows: Rows
+    missing: set[int]
+    offsets: list[int] = field(default_factory=list)  # of the exchange records taken
+
+
+@dataclass(frozen=True)
+class _Span:
+    """How a spanning TE runs here: through whose base, and whether it speaks for all."""
+
+    plan: SpanPlan
+    base: SpanBase
+    me: int
+    leader: bool
 
 
 class _NestedAbort(Exception):
@@ -70,9 +96,12 @@ class PartitionEngine:
         timer: Callable[[str, float], None] | None = None,
         seal: Seal | None = None,
         flat_tables: frozenset[str] = frozenset(),
+        owner: Owner | None = None,
     ) -> None:
         """`timer(procedure, seconds)` is told each TE's latency (for metrics);
-        `flat_tables` name the tables whose schema holds only scalars (`TxnContext`)."""
+        `flat_tables` name the tables whose schema holds only scalars (`TxnContext`);
+        `owner(key)` is the partition owning a key (the routing function), which spanning
+        procedures need: without it, this engine owns every key."""
         self.df = dataflow
         self.timer = timer
         self.seal = seal
@@ -88,6 +117,13 @@ class PartitionEngine:
         self.pending: dict[tuple[str, int], Sequence[Record]] = {}
         self._source: tuple[str, str, int] | None = None  # (stream, topic, offset) in hand
         self.participant = Participant(self)
+        self.owner: Owner = owner or (lambda key: partition)
+        self._spanning = frozenset(dataflow.spanning_streams)
+        self.waiting: _Waiting | None = None
+        # Reads received for spanning batches not reached yet: (stream, batch) -> sender ->
+        # (reads, exchange offset); their offsets hold the exchange position back.
+        self._inbox: dict[tuple[str, int], dict[int, tuple[Reads, int]]] = {}
+        self._exchange_next = 0
 
     @property
     def blocked(self) -> bool:
@@ -158,6 +194,8 @@ class PartitionEngine:
         ws = self.group.ws
         key = last_batch_key(stream, self.partition)
         last = self.sys_value(key)
+        if (last is None or batch_id > last) and stream in self._spanning:
+            return self._span(stream, batch_id, tuples, source, record)
         if last is None or batch_id > last:
             self._source = None if source is None else (stream, source[0], source[2])
             if self.journal is Journal.BORDER:
@@ -206,6 +244,90 @@ class PartitionEngine:
         )
         self.group.stale[(stream, "dead_letter")] += 1
         return Outcome.STALE
+
+    def _span(
+        self,
+        stream: str,
+        batch_id: int,
+        tuples: Sequence[Record],
+        source: tuple[str, int, int] | None,
+        record: bytes | None,
+    ) -> Outcome:
+        """A spanning batch: skipped if no declared key is here; otherwise this engine's
+        reads go to the other participants, and the batch runs once theirs are in."""
+        (proc,) = self.df.consumers[stream]
+        assert proc.touches is not None
+        me = self.partition
+        try:
+            plan = SpanPlan.of(proc.touches, tuples, self.owner)
+        except Exception as e:  # every engine fails alike; the first speaks for them
+            if me == 0:
+                reason = "bad_touches"
+                self.group.aborts.append(
+                    AbortRecord(proc.name, stream, batch_id, reason, exception_detail(e))
+                )
+            self._span_done(stream, batch_id, source, record)
+            return Outcome.PROCESSED
+        if me not in plan.participants:
+            self._span_done(stream, batch_id, source, record)
+            return Outcome.PROCESSED
+        mine = local_reads(plan, me, self.group.ws, self.base)
+        others = plan.participants - {me}
+        for q in sorted(others):
+            self.group.exchange.append((q, Reads(stream, batch_id, me, mine)))
+        self.waiting = _Waiting(proc, batch_id, tuples, source, record, plan, mine, set(others))
+        return self._span_try()
+
+    def receive(self, reads: Reads, source: tuple[str, int, int]) -> bool:
+        """Another participant's reads for a spanning batch; True if no batch waits now."""
+        topic, part, offset = source
+        self._exchange_next = max(self._exchange_next, offset + 1)
+        last = self.sys_value(last_batch_key(reads.stream, self.partition))
+        if last is None or reads.batch_id > last:
+            senders = self._inbox.setdefault((reads.stream, reads.batch_id), {})
+            senders.setdefault(reads.sender, (reads, offset))
+        if self.waiting is not None:
+            self._span_try()
+        held = [off for senders in self._inbox.values() for _, off in senders.values()]
+        if self.waiting is not None:
+            held += self.waiting.offsets
+        self.set_sys(position_key(topic, part), min(held, default=self._exchange_next))
+        return self.waiting is None
+
+    def _span_try(self) -> Outcome:
+        w = self.waiting
+        assert w is not None
+        stream = w.proc.input
+        for sender, (reads, offset) in self._inbox.pop((stream, w.batch_id), {}).items():
+            if sender in w.missing:
+                w.missing.discard(sender)
+                w.rows.update(reads.rows)
+                w.offsets.append(offset)
+        if w.missing:
+            self.group.urgent = True  # the others wait for this engine's reads
+            return Outcome.WAITING
+        self.waiting = None
+        me = self.partition
+        span = _Span(w.plan, SpanBase(w.plan, me, self.base, w.rows), me, w.plan.leader == me)
+        self._run_te(self.group.ws, w.proc, stream, w.batch_id, w.tuples, None, span)
+        self._span_done(stream, w.batch_id, w.source, w.record)
+        return Outcome.PROCESSED
+
+    def _span_done(
+        self,
+        stream: str,
+        batch_id: int,
+        source: tuple[str, int, int] | None,
+        record: bytes | None,
+    ) -> None:
+        self.set_sys(last_batch_key(stream, self.partition), batch_id)
+        self.group.records[stream] = record
+        self.group.batches += 1
+        self.group.first_batch_ids.setdefault(stream, batch_id)
+        self.group.last_batch_ids[stream] = batch_id
+        if source is not None:
+            topic, part, offset = source
+            self.set_sys(position_key(topic, part), offset + 1)
 
     def replay(
         self, entry: JournalEntry, tuples: Sequence[Record], digest: int | None = None
@@ -335,8 +457,11 @@ class PartitionEngine:
         batch_id: int,
         tuples: Sequence[Record],
         scope: _Scope | None,
+        span: _Span | None = None,
     ) -> bool:
-        """Run one TE; False if it aborted (outside a nested transaction).
+        """Run one TE; False if it aborted (outside a nested transaction). A spanning TE
+        (`span`) reads through the participants' reads, keeps only this engine's writes,
+        and only its leader emits outputs and dead letters.
 
         A member of a nested transaction writes straight into the transaction's write set:
         any member's abort drops that whole set, so a layer of its own would buy nothing."""
@@ -346,7 +471,7 @@ class PartitionEngine:
             proc,
             batch_id,
             ws,
-            self.base,
+            self.base if span is None else span.base,
             decl.tables,
             decl.windows,
             self.params,
@@ -359,16 +484,20 @@ class PartitionEngine:
         try:
             proc.fn(ctx, tuples)
             outputs = [OutputBatch(s, batch_id, tups) for s, tups in ctx.outputs.items()]
+            if span is not None:
+                keep_local(ws, span.plan, span.me)
+                outputs = outputs if span.leader else []
             if self.seal is not None and scope is None:
                 outputs = self.seal(ws, outputs)
         except TxnAbort as e:
-            self._abort(proc, stream, batch_id, e.reason, str(e), scope)
+            if span is None or span.leader:
+                self._abort(proc, stream, batch_id, e.reason, str(e), scope)
             return False
         except StateUnavailable:
             raise
         except Exception as e:
-            detail = exception_detail(e)
-            self._abort(proc, stream, batch_id, "exception", detail, scope)
+            if span is None or span.leader:
+                self._abort(proc, stream, batch_id, "exception", exception_detail(e), scope)
             return False
         if self.timer is not None:
             self.timer(proc.name, time.perf_counter() - started)

@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from txstream.kafka.admin import TopicAdmin, TopicExistsError
+from txstream.model.app import App
 
 
 @dataclass(frozen=True)
@@ -73,6 +74,11 @@ class AppTopics:
         return f"reply_to {topic!r} is not the app's client reply topic {self.oltp_out!r}"
 
     @property
+    def exchange(self) -> str:
+        """Spanning procedures: engine p's reads for a batch, to the other participants."""
+        return f"{self.app}.exchange"
+
+    @property
     def coordinator_log(self) -> str:
         """The coordinator's durable 2PC log (one partition, kept)."""
         return f"{self.app}.coordinator"
@@ -88,10 +94,11 @@ def ensure_topics(
     streams: Iterable[str],
     partitions: int,
     oltp: bool = False,
+    exchange: bool = False,
 ) -> list[str]:
     """Create every topic the app needs that does not exist yet (idempotent); `oltp` adds
-    the coordinator's topics, for apps that register transactions. Returns the topics
-    the app needs, in order."""
+    the coordinator's topics, for apps that register transactions, and `exchange` the
+    spanning procedures' topic. Returns the topics the app needs, in order."""
     compacted = {"cleanup.policy": "compact"}
     kept = {"retention.ms": "-1", "retention.bytes": "-1"}
     wanted: dict[str, tuple[int, dict[str, str]]] = {
@@ -101,6 +108,8 @@ def ensure_topics(
     wanted[topics.command_log] = (partitions, kept)
     wanted[topics.aborts] = (partitions, {})
     wanted[topics.commits] = (partitions, {})
+    if exchange:
+        wanted[topics.exchange] = (partitions, {})
     if oltp:
         wanted[topics.requests] = (partitions, {})
         wanted[topics.decisions] = (partitions, {})
@@ -114,3 +123,15 @@ def ensure_topics(
         with contextlib.suppress(TopicExistsError):  # made meanwhile by another worker: fine
             admin.create_topic(name, partitions=count, config=config)
     return list(wanted)
+
+
+def ensure_app_topics(admin: TopicAdmin, app: App, partitions: int) -> list[str]:
+    """`ensure_topics` for everything `app` declares."""
+    return ensure_topics(
+        admin,
+        AppTopics(app.name),
+        app.decl.streams,
+        partitions,
+        oltp=bool(app.decl.transactions),
+        exchange=bool(app.dataflow().spanning_streams),
+    )

@@ -28,6 +28,7 @@ from txstream.model.declarations import (
     SlideTrigger,
     Stream,
     Table,
+    Touches,
     Transaction,
     TransactionFn,
     Window,
@@ -99,8 +100,15 @@ class App:
         outputs: Iterable[str | Stream] = (),
         windows: Iterable[str | Window] = (),
         name: str | None = None,
+        touches: Touches | None = None,
     ) -> Callable[[ProcedureFn], ProcedureFn]:
-        """Declare a stored procedure; each run on one input batch is one TE."""
+        """Declare a stored procedure; each run on one input batch is one TE.
+
+        `touches(tuple)` lists the (table, key) pairs a tuple may read or write, wherever
+        they live: the procedure then spans partitions. Its input reaches every partition
+        engine, and each batch runs as one transaction across the engines owning those
+        keys, serializable in batch order (`engine.spanning`). It must be deterministic,
+        and may not use windows or scans."""
 
         def register(fn: ProcedureFn) -> ProcedureFn:
             proc = Procedure(
@@ -109,6 +117,7 @@ class App:
                 input=_name(input),
                 outputs=tuple(_name(o) for o in outputs),
                 windows=tuple(_name(w) for w in windows),
+                touches=touches,
             )
             self._add(self.decl.procedures, proc, "procedure")
             return fn
@@ -157,7 +166,13 @@ class App:
         return register
 
     def dataflow(self) -> Dataflow:
-        return build_dataflow(self.decl)
+        df = build_dataflow(self.decl)
+        if df.spanning_streams and self.recovery is not RecoveryMode.CHANGELOG:
+            raise DataflowError(
+                f"app {self.name!r}: spanning procedures need changelog recovery, "
+                f"not {self.recovery}"
+            )
+        return df
 
     def _add(self, group: dict[str, T], item: T, kind: str) -> T:
         name: str = item.name

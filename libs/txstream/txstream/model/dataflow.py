@@ -19,6 +19,11 @@ class Dataflow:
     nested_of: Mapping[str, NestedTransaction]
 
     @property
+    def spanning_streams(self) -> tuple[str, ...]:
+        """Border streams read by a spanning procedure: delivered to every partition."""
+        return tuple(p.input for p in self.decl.procedures.values() if p.spanning)
+
+    @property
     def border_streams(self) -> tuple[str, ...]:
         """Streams read by procedures but made by none: the dataflow's inputs from outside."""
         return tuple(
@@ -43,6 +48,7 @@ def build_dataflow(decl: Declarations) -> Dataflow:
                 )
             producers[out] = proc.name
     _check_windows(decl)
+    _check_spanning(decl, producers, consumers)
     order = _topological_order(decl, producers)
     rank = {name: i for i, name in enumerate(order)}
     return Dataflow(
@@ -86,6 +92,28 @@ def _check_windows(decl: Declarations) -> None:
             raise DataflowError(f"slide trigger on undeclared window {w!r}")
         if triggers and w not in owners:
             raise DataflowError(f"window {w!r} has a slide trigger but no owning procedure")
+
+
+def _check_spanning(
+    decl: Declarations, producers: Mapping[str, str], consumers: Mapping[str, list[str]]
+) -> None:
+    """A spanning procedure runs alone on a border stream, ends its dataflow, and owns no
+    window: its batch is one transaction across engines, which nothing else may share."""
+    for proc in decl.procedures.values():
+        if not proc.spanning:
+            continue
+        where = f"spanning procedure {proc.name!r}"
+        if proc.input in producers:
+            raise DataflowError(f"{where}: its input {proc.input!r} must be a border stream")
+        if len(consumers[proc.input]) > 1:
+            raise DataflowError(f"{where}: it must be the only reader of {proc.input!r}")
+        if proc.windows:
+            raise DataflowError(f"{where}: it cannot own windows")
+        for out in proc.outputs:
+            if out in consumers:
+                raise DataflowError(f"{where}: its output {out!r} cannot feed a procedure")
+        if any(proc.name in nt.procedures for nt in decl.nested.values()):
+            raise DataflowError(f"{where}: it cannot be part of a nested transaction")
 
 
 def _topological_order(decl: Declarations, producers: Mapping[str, str]) -> tuple[str, ...]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
@@ -17,6 +17,7 @@ Key = tuple[int | str, ...]
 ProcedureFn = Callable[[Context, Sequence[Record]], None]
 TransactionFn = Callable[[Context, Record], Any]
 Check = Callable[[Record], bool]
+Touches = Callable[[Record], Iterable[tuple[str, Key | int | str]]]
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,12 @@ class Procedure:
     input: str
     outputs: tuple[str, ...] = ()
     windows: tuple[str, ...] = ()
+    # A spanning procedure's (table, key) pairs per input tuple (`engine.spanning`).
+    touches: Touches | None = None
+
+    @property
+    def spanning(self) -> bool:
+        return self.touches is not None
 
 
 @dataclass(frozen=True)

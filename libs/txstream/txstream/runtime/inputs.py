@@ -12,18 +12,22 @@ from txstream.model.app import App
 @dataclass(frozen=True)
 class Inputs:
     """Border stream topics (topic -> stream), then the coordinator's requests and decisions
-    when the app registers OLTP transactions."""
+    when the app registers OLTP transactions, then the exchange when it has spanning
+    procedures."""
 
     streams: dict[str, str]
     oltp: tuple[str, ...]
+    exchange: tuple[str, ...] = ()
 
     @classmethod
     def of(cls, app: App) -> Inputs:
         topics = AppTopics(app.name)
-        streams = {topics.stream(s): s for s in app.dataflow().border_streams}
+        df = app.dataflow()
+        streams = {topics.stream(s): s for s in df.border_streams}
         oltp = (topics.requests, topics.decisions) if app.decl.transactions else ()
-        return cls(streams, oltp)
+        exchange = (topics.exchange,) if df.spanning_streams else ()
+        return cls(streams, oltp, exchange)
 
     @property
     def topics(self) -> list[str]:
-        return [*self.streams, *self.oltp]
+        return [*self.streams, *self.oltp, *self.exchange]

@@ -15,6 +15,7 @@ from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +29,10 @@ from txstream.commit.record_limit import RECORD_FRAMING, RecordLimit
 from txstream.config import Settings
 from txstream.engine.group import Group
 from txstream.engine.partition_engine import PartitionEngine
+from txstream.engine.spanning import Owner
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import transactional_producer_config
+from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.observability import metrics
@@ -46,6 +49,7 @@ from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec, table_rows
 from txstream.state.committed import CommittedState
+from txstream.state.reads_codec import ReadsCodec, ReadsDecodeError
 from txstream.state.store import (
     StateStore,
     StateStoreCorruption,
@@ -100,6 +104,7 @@ class PartitionTask:
         }
         self.inputs = Inputs.of(app)
         self.wire = Wire(registry)
+        self.reads = ReadsCodec(self.codec, registry)
         # Inputs that arrive while a 2PC participant is blocked, in arrival order.
         self._deferred: deque[tuple[str, int, bytes | None]] = deque()
         self._abort_schema = registry.get("txstream.AbortRecord")
@@ -141,6 +146,7 @@ class PartitionTask:
             timer=metrics.te_timer(self.app.name),
             seal=seal,
             flat_tables=self.codec.flat_tables,
+            owner=self._owner(),
         )
         self.checked = CheckedMode(self.state_dir.with_name(f"p{self.partition}.checked"), seal)
         self.checked.load()
@@ -169,11 +175,20 @@ class PartitionTask:
             self.log_codec,
             self.wire,
             self.settings.kafka_max_record_bytes,
+            self.reads,
         )
         held = self.engine.load_prepared()
         if held:
             log.info("p%d holds prepared transactions %s until decided", self.partition, held)
         return self.rewind()
+
+    def _owner(self) -> Owner | None:
+        """Spanning procedures place keys by the routing function over the app's partition
+        count, which the exchange topic has (it is made with the app's other topics)."""
+        if not self.inputs.exchange:
+            return None
+        count = len(TopicAdmin(self.settings).partitions(self.topics.exchange))
+        return partial(partition_of, partitions=count)
 
     def positions(self) -> dict[str, int]:
         """{input topic: next offset to read}, as of the last processed record."""
@@ -218,7 +233,7 @@ class PartitionTask:
         self._received[topic] = offset + 1
         if self.engine.group.empty:
             self._group_started = time.monotonic()
-        if topic == self.topics.decisions:
+        if topic == self.topics.decisions or topic == self.topics.exchange:
             self._process(topic, offset, value)
             while self._deferred and self._process(*self._deferred[0]):
                 self._deferred.popleft()
@@ -226,8 +241,16 @@ class PartitionTask:
             self._deferred.append((topic, offset, value))
 
     def _process(self, topic: str, offset: int, value: bytes | None) -> bool:
-        """Process one record; False if it must wait for a 2PC decision (nothing applied)."""
-        if topic == self.topics.requests or topic == self.topics.decisions:
+        """Process one record; False if it must wait (nothing applied): for a 2PC decision,
+        or for the other participants' reads of a spanning batch, which nothing passes."""
+        if topic == self.topics.exchange:
+            self._exchange(offset, value)
+            return True
+        if topic == self.topics.decisions:
+            return self._oltp(topic, offset, value)
+        if self.engine.waiting is not None:
+            return False
+        if topic == self.topics.requests:
             return self._oltp(topic, offset, value)
         if self.engine.blocked:
             return False  # TEs are not checked row by row: they wait for every decision
@@ -242,6 +265,17 @@ class PartitionTask:
             return True
         self.engine.process(stream, batch.batch_id, batch.tuples, source, value)
         return True
+
+    def _exchange(self, offset: int, value: bytes | None) -> None:
+        """Another engine's reads for a spanning batch; one that cannot be decoded is a
+        dead letter (the batch it was for then waits, and the metrics show it)."""
+        source = (self.topics.exchange, self.partition, offset)
+        try:
+            reads = self.reads.decode(value or b"")
+        except ReadsDecodeError as e:
+            self.engine.reject(self.topics.exchange, source, "undecodable", str(e))
+            return
+        self.engine.receive(reads, source)
 
     def _oltp(self, topic: str, offset: int, value: bytes | None) -> bool:
         """A coordinator request or decision; one that cannot be decoded is moved past."""

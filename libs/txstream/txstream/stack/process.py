@@ -25,10 +25,11 @@ class ManagedProcess:
     name: str
     run_dir: Path
     marker: str
+    suffix: str = ".pid"  # of the pid file's name
 
     @property
     def pidfile(self) -> Path:
-        return self.run_dir / f"{self.name}.pid"
+        return self.run_dir / f"{self.name}{self.suffix}"
 
     def recorded_pid(self) -> int | None:
         try:

@@ -2,8 +2,10 @@
 
 A worker SIGKILLed mid-run must come back with nobody calling `stack up`, and a kill -9 test
 must hit the process that does the work, not a wrapper. So the supervisor is a process of its
-own, and `<home>/run/NAME.pid` names the real child. The child writes that file itself between
-fork and exec, so it is current before the new child runs a single instruction of its own.
+own, and `<home>/run/NAME.pid` names the real child (the supervisor's own pid is in
+`NAME.supervisor`, so that a glob for `worker*.pid` finds only workers). The child writes
+that file itself between fork and exec, so it is current before the new child runs a single
+instruction of its own.
 
 The supervisor blocks SIGCHLD, SIGTERM and SIGINT and takes them with `sigtimedwait`: a child
 exit or a stop request is a return value, never a handler racing the restart logic.
@@ -95,7 +97,7 @@ class ServiceFiles:
 
     @property
     def supervisor_pidfile(self) -> Path:
-        return self.settings.run_dir / f"{self.name}.supervisor.pid"
+        return self.settings.run_dir / f"{self.name}.supervisor"
 
     @property
     def restarts(self) -> Path:
@@ -323,7 +325,7 @@ class Supervised:
         self.policy = policy or Policy()
         run_dir = settings.run_dir
         self.supervisor = ManagedProcess(
-            f"{name}.supervisor", run_dir, marker=" ".join(_identity(settings, name)) + " "
+            name, run_dir, marker=" ".join(_identity(settings, name)) + " ", suffix=".supervisor"
         )
         self.child = ManagedProcess(name, run_dir, marker=marker or " ".join(argv[1:] or argv))
 

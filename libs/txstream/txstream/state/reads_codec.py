@@ -1,0 +1,51 @@
+"""The wire form of a spanning batch's reads (`engine.spanning.Reads`) on the exchange topic.
+
+Rows travel in their tables' own schemas, keyed as in the changelog, so a receiver decodes
+them exactly as it would its own state. A leading type byte marks the record as reads: a
+stray record of any other kind on the topic fails to decode instead of passing for one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from txstream.engine.spanning import Reads
+from txstream.schemas.records import decode_record, encode_record
+from txstream.schemas.registry import SchemaRegistry
+from txstream.state.codec import StateCodec
+
+TYPE_BYTE = b"X"
+
+
+class ReadsDecodeError(ValueError):
+    """Bytes on the exchange topic that are not spanning reads of this app."""
+
+
+class ReadsCodec:
+    def __init__(self, codec: StateCodec, registry: SchemaRegistry) -> None:
+        self._codec = codec
+        self._schema = registry.get("txstream.SpanReads")
+
+    def encode(self, reads: Reads) -> bytes:
+        c = self._codec
+        rows = [
+            {"key": c.key(table, key), "row": None if row is None else c.encode_row(table, row)}
+            for (table, key), row in reads.rows.items()
+        ]
+        record = {"stream": reads.stream, "batch_id": reads.batch_id,
+                  "sender": reads.sender, "rows": rows}  # fmt: skip
+        return TYPE_BYTE + encode_record(self._schema, record)
+
+    def decode(self, data: bytes) -> Reads:
+        if data[:1] != TYPE_BYTE:
+            raise ReadsDecodeError(f"not spanning reads: type byte {data[:1]!r}, not {TYPE_BYTE!r}")
+        try:
+            record: Any = decode_record(self._schema, data[1:])
+            rows = {}
+            for r in record["rows"]:
+                table, key = self._codec.describe(r["key"])
+                value = r["row"]
+                rows[(table, key)] = None if value is None else self._codec.decode_row(table, value)
+        except (ValueError, TypeError, EOFError, KeyError, IndexError) as e:
+            raise ReadsDecodeError(f"undecodable spanning reads: {e}") from e
+        return Reads(record["stream"], record["batch_id"], record["sender"], rows)

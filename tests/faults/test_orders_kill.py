@@ -1,0 +1,77 @@
+"""`txstream orders run` with its workers SIGKILLed at seeded random moments: spanning
+batches across engines must still give the serial reference, each outcome exactly once
+(`orders.results` refuses a second committed outcome for an event, or a missing one)."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from orders.files import Shop
+from orders.gen import generate
+from orders.reference import run as reference
+from tests.conftest import KafkaEnv
+from tests.faults.killer import Killer
+from tests.faults.scale import scaled, seeds
+from txstream.config import project_root
+from txstream.pids import cmdline, is_alive
+
+TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
+WORKERS = 2
+# kills per worker: five or more per run in all
+KILLS = scaled(3, 5)
+EVENTS = scaled(6_000, 12_000)
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.parametrize("seed", seeds([31], [31, 32, 33]))
+def test_sigkilled_workers_give_the_serial_reference(
+    kafka: KafkaEnv, tmp_path: Path, seed: int
+) -> None:
+    generate(items=40, customers=80, events=EVENTS, seed=seed, out=tmp_path)
+    home = tmp_path / "home"
+    env = {**os.environ, "TXSTREAM_HOME": str(home), "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap}
+    killers = [
+        Killer(
+            home / "run" / f"worker-{i}.pid",
+            "worker run",
+            kills=KILLS,
+            seed=seed + i,
+            log=home / "log" / f"worker-{i}.log",
+            ready="resuming",
+        )
+        for i in range(WORKERS)
+    ]
+    for k in killers:
+        k.start()
+    try:
+        run = subprocess.run(
+            [TXSTREAM, "orders", "run", "--items", str(tmp_path / "items.txt"),
+             "--customers", str(tmp_path / "customers.txt"),
+             "--events", str(tmp_path / "events.txt"), "--result", str(tmp_path / "r.json"),
+             "--partitions", "4", "--workers", str(WORKERS), "--batch-size", "4",
+             "--timeout-s", "700"],
+            env=env, capture_output=True, text=True, timeout=800, check=False,
+        )  # fmt: skip
+    finally:
+        for k in killers:
+            k.done.set()
+            k.join()
+        run_dir = home / "run"
+        for pidfile in [*run_dir.glob("*.pid"), *run_dir.glob("*.supervisor")]:
+            pid = int(pidfile.read_text())
+            if is_alive(pid) and str(home) in cmdline(pid):
+                os.kill(pid, signal.SIGKILL)
+    assert run.returncode == 0, run.stdout + run.stderr
+    killed = sum(len(k.killed) for k in killers)
+    assert killed >= WORKERS * KILLS - 1, f"only {killed} kills: {run.stdout}"
+    assert f"worker restarts: {killed})" in run.stdout
+    shop = Shop.read(tmp_path / "items.txt", tmp_path / "customers.txt", tmp_path / "events.txt")
+    want = reference(shop).to_json()
+    got = json.loads((tmp_path / "r.json").read_text())
+    assert {k: got[k] for k in want} == want

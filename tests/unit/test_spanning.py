@@ -1,0 +1,86 @@
+"""Spanning procedures: what the model refuses, and what a TE may touch."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from txstream import App, Record, TxnContext
+from txstream.config import Settings
+from txstream.engine.partition_engine import PartitionEngine
+from txstream.engine.spanning import Reads
+from txstream.model.errors import DataflowError
+from txstream.schemas.registry import SchemaRegistry
+from txstream.state.codec import StateCodec
+from txstream.state.reads_codec import ReadsCodec, ReadsDecodeError
+from txstream.testing import MemoryState
+
+
+def spanning_app(reads_key: int = 1, recovery: str = "changelog") -> App:
+    app = App("span", recovery=recovery)
+    events = app.stream("events", schema="bank.Payment")
+    app.stream("out", schema="bank.Payment")
+    app.table("accounts", schema="bank.Account")
+
+    @app.procedure(input=events, outputs=["out"],
+                   touches=lambda t: [("accounts", t["employer"])])  # fmt: skip
+    def move(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        for t in batch:
+            row = ctx.table("accounts").get(reads_key) or {"balance": 0}
+            ctx.table("accounts").put(t["employer"], {"balance": row["balance"] + t["amount"]})
+            ctx.emit("out", t)
+
+    return app
+
+
+def test_a_read_of_an_undeclared_key_aborts_the_te() -> None:
+    engine = PartitionEngine(spanning_app(reads_key=2).dataflow(), MemoryState(), 0, {})
+    engine.process("events", 1, [{"employer": 1, "employee": 0, "amount": 5}])
+    group = engine.take_group()
+    assert [a.reason for a in group.aborts] == ["undeclared_key"]
+    assert "key (2,)" in group.aborts[0].error
+    assert group.outputs == [] and "accounts" not in group.ws.tables
+
+
+def test_a_declared_key_is_read_and_written() -> None:
+    engine = PartitionEngine(spanning_app().dataflow(), MemoryState(), 0, {})
+    engine.process("events", 1, [{"employer": 1, "employee": 0, "amount": 5}])
+    group = engine.take_group()
+    assert group.aborts == [] and group.ws.tables["accounts"][(1,)] == {"balance": 5}
+
+
+def test_spanning_needs_changelog_recovery() -> None:
+    with pytest.raises(DataflowError, match="need changelog recovery, not strong"):
+        spanning_app(recovery="strong").dataflow()
+
+
+def test_a_spanning_procedure_must_end_the_dataflow() -> None:
+    app = spanning_app()
+
+    @app.procedure(input="out")
+    def after(ctx: TxnContext, batch: Sequence[Record]) -> None: ...
+
+    with pytest.raises(DataflowError, match="its output 'out' cannot feed a procedure"):
+        app.dataflow()
+
+
+def test_a_spanning_input_has_no_other_reader() -> None:
+    app = spanning_app()
+
+    @app.procedure(input="events")
+    def also(ctx: TxnContext, batch: Sequence[Record]) -> None: ...
+
+    with pytest.raises(DataflowError, match="must be the only reader of 'events'"):
+        app.dataflow()
+
+
+def test_reads_round_trip_on_the_wire() -> None:
+    registry = SchemaRegistry(Settings().schema_dir)
+    codec = ReadsCodec(StateCodec(spanning_app().dataflow(), registry), registry)
+    reads = Reads("events", 7, 2, {("accounts", (1,)): {"balance": 3}, ("accounts", (4,)): None})
+    assert codec.decode(codec.encode(reads)) == reads
+    with pytest.raises(ReadsDecodeError, match="type byte"):
+        codec.decode(b"D" + codec.encode(reads)[1:])
+    with pytest.raises(ReadsDecodeError, match="undecodable"):
+        codec.decode(codec.encode(reads)[:-3])
