@@ -2,11 +2,12 @@
 
 The order pipeline runs on P real `PartitionEngine`s over in-memory committed state. The
 logs stand in for Kafka topics: the events stream is the same on every partition (the
-sequencer broadcasts it), the catalogue and accounts are placed by the routing function,
-and each engine's exchange partition receives other engines' reads only when their group
-commits (read_committed). The seed picks which engine acts next, whether it takes a record
-or commits, and when an engine crashes (its uncommitted group is lost, and a new engine
-starts from its committed state and positions, as a restarted worker does).
+loader broadcasts it), the catalogue and accounts are placed by the routing function, and
+each engine's exchange partition receives the other engines' reads when their task sends
+them, outside any transaction, some steps later, but before the group that holds the batch
+commits. The seed picks which engine acts next, whether it takes a record, sends or
+commits, and when an engine crashes (its uncommitted group and unsent reads are lost, and a
+new engine starts from its committed state and positions, as a restarted worker does).
 """
 
 from __future__ import annotations
@@ -106,12 +107,18 @@ class SpanningSim:
             node.engine.process(stream, batch_id, [dict(t) for t in tuples], (topic, p, offset))
 
     def _commit(self, p: int) -> None:
+        self._send(p)  # the task has every read delivered before a group commits
         group: Group = self.nodes[p].engine.take_group()
         self.bases[p].apply(group)
-        for q, reads in group.exchange:
-            self.logs[EXCHANGE][q].append(reads)
         for out in group.outputs:
             self.outcomes.extend(out.tuples)
+
+    def _send(self, p: int) -> None:
+        """The task sends an engine's reads at once, outside its group's transaction."""
+        outbox = self.nodes[p].engine.outbox
+        for q, reads in outbox:
+            self.logs[EXCHANGE][q].append(reads)
+        outbox.clear()
 
     def _crash(self, p: int) -> None:
         self.crashes += 1
@@ -128,6 +135,9 @@ class SpanningSim:
             if roll < crash_rate and self.crashes < max_crashes:
                 self._crash(p)
                 continue
+            if self.nodes[p].engine.outbox and roll < 0.5:
+                self._send(p)  # or later: a crash before it loses the reads unsent
+                continue
             choices = self._choices(p)
             if not choices or roll < 0.2:
                 if not self.nodes[p].engine.group.empty:
@@ -140,7 +150,7 @@ class SpanningSim:
         last = len(self.logs["events"][0])
         for p, node in enumerate(self.nodes):
             engine = node.engine
-            if not engine.group.empty or engine.waiting is not None:
+            if not engine.group.empty or engine.waiting is not None or engine.outbox:
                 return False
             if engine.position("events") < last or not self._committed_loaded(p):
                 return False

@@ -10,6 +10,7 @@ from txstream import App, Record, TxnContext
 from txstream.config import Settings
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.spanning import Reads
+from txstream.model.declarations import Key
 from txstream.model.errors import DataflowError
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
@@ -79,8 +80,25 @@ def test_reads_round_trip_on_the_wire() -> None:
     registry = SchemaRegistry(Settings().schema_dir)
     codec = ReadsCodec(StateCodec(spanning_app().dataflow(), registry), registry)
     reads = Reads("events", 7, 2, {("accounts", (1,)): {"balance": 3}, ("accounts", (4,)): None})
-    assert codec.decode(codec.encode(reads)) == reads
+    (one,) = codec.encode(reads)
+    assert codec.decode(one) == reads
     with pytest.raises(ReadsDecodeError, match="type byte"):
-        codec.decode(b"D" + codec.encode(reads)[1:])
+        codec.decode(b"D" + one[1:])
     with pytest.raises(ReadsDecodeError, match="undecodable"):
-        codec.decode(codec.encode(reads)[:-3])
+        codec.decode(one[:-3])
+
+
+def test_large_reads_travel_in_parts() -> None:
+    registry = SchemaRegistry(Settings().schema_dir)
+    codec = ReadsCodec(StateCodec(spanning_app().dataflow(), registry), registry)
+    rows: dict[tuple[str, Key], Record | None] = {
+        ("accounts", (i,)): {"balance": i} for i in range(1000)
+    }
+    records = codec.encode(Reads("events", 7, 2, rows), max_bytes=1000)
+    assert len(records) > 5 and all(len(r) <= 1100 for r in records)
+    parts = [codec.decode(r) for r in records]
+    assert [(p.part, p.parts) for p in parts] == [(i, len(records)) for i in range(len(records))]
+    merged: dict[tuple[str, Key], Record | None] = {}
+    for p in parts:
+        merged.update(p.rows)
+    assert merged == rows

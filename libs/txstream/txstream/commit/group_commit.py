@@ -5,8 +5,7 @@ next group while the broker acknowledges and commits this one; step 4 (`finish`)
 in the task's thread, which alone touches RocksDB. One commit is in flight at a time.
 
 The order is the whole of exactly-once here:
-  1. produce the group's output batches, changelog records, spanning reads for other
-     engines, aborts and commit notice;
+  1. produce the group's output batches, changelog records, aborts and commit notice;
   2. flush, so every record is acknowledged before the commit is asked for;
   3. commit the Kafka transaction (input positions are in the recovery log records, so they
      commit atomically with the effects they produced);
@@ -39,7 +38,6 @@ from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
 from txstream.state.codec import StateCodec
 from txstream.state.committed import CommittedState
-from txstream.state.reads_codec import ReadsCodec
 
 
 class CommitError(RuntimeError):
@@ -81,10 +79,8 @@ class GroupCommitter:
         log_codec: CommandLogCodec | None = None,
         wire: Wire | None = None,
         max_record_bytes: int | None = None,
-        reads: ReadsCodec | None = None,
     ) -> None:
-        """`max_record_bytes`: the largest state record (key and value) the producer takes;
-        `reads` encodes spanning reads for the exchange topic."""
+        """`max_record_bytes`: the largest state record (key and value) the producer takes."""
         self.max_record_bytes = max_record_bytes
         self.producer = producer
         self.topics = topics
@@ -96,7 +92,6 @@ class GroupCommitter:
         self.notice_schema = notice_schema
         self.log_codec = log_codec
         self.wire = wire
-        self.reads = reads
         self._last_log_offset = -1
         self._errors: list[KafkaError] = []
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"commit-p{partition}")
@@ -182,11 +177,6 @@ class GroupCommitter:
                 raise CommitError("the group holds OLTP replies but the committer has no codec")
             for reply in group.replies:
                 self._send(self.topics.replies, self.wire.encode(reply), partition=0)
-        if group.exchange:
-            if self.reads is None:
-                raise CommitError("the group holds spanning reads but the committer has no codec")
-            for q, r in group.exchange:
-                self._send(self.topics.exchange, self.reads.encode(r), partition=q)
         for a in group.aborts:
             record = {"app": self.topics.app, **vars(a), "error": capped(a.error)}
             self._send(self.topics.aborts, encode_record(self.abort_schema, record), partition=p)

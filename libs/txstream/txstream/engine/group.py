@@ -13,7 +13,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from txstream.engine.spanning import Reads
 from txstream.engine.writeset import WriteSet
 from txstream.model.declarations import Record
 from txstream.oltp.messages import EngineReply
@@ -90,14 +89,12 @@ class Group:
     stale: Counter[tuple[str, str]] = field(default_factory=Counter)
     # stream -> the record of its last batch processed, whose digest `take_group` stores
     records: dict[str, bytes | None] = field(default_factory=dict)
-    urgent: bool = False  # a 2PC vote or spanning reads wait in it: commit now
-    # (participant, reads) for spanning batches: sent to the other participants' engines
-    exchange: list[tuple[int, Reads]] = field(default_factory=list)
+    urgent: bool = False  # a 2PC vote waits in it: commit now, the partition is blocked
 
     @property
     def empty(self) -> bool:
         """Nothing to commit: no state write (positions included) and no OLTP reply."""
-        return not self.ws.tables and not self.replies and not self.exchange
+        return not self.ws.tables and not self.replies
 
 
 class Outcome(StrEnum):

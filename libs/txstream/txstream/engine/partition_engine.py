@@ -120,9 +120,12 @@ class PartitionEngine:
         self.owner: Owner = owner or (lambda key: partition)
         self._spanning = frozenset(dataflow.spanning_streams)
         self.waiting: _Waiting | None = None
+        # (participant, reads) to send now: not with the group, since the reads are a
+        # deterministic function of the input, and a re-send after a crash is identical
+        self.outbox: list[tuple[int, Reads]] = []
         # Reads received for spanning batches not reached yet: (stream, batch) -> sender ->
-        # (reads, exchange offset); their offsets hold the exchange position back.
-        self._inbox: dict[tuple[str, int], dict[int, tuple[Reads, int]]] = {}
+        # part -> (reads, exchange offset); their offsets hold the exchange position back.
+        self._inbox: dict[tuple[str, int], dict[int, dict[int, tuple[Reads, int]]]] = {}
         self._exchange_next = 0
 
     @property
@@ -274,43 +277,58 @@ class PartitionEngine:
         mine = local_reads(plan, me, self.group.ws, self.base)
         others = plan.participants - {me}
         for q in sorted(others):
-            self.group.exchange.append((q, Reads(stream, batch_id, me, mine)))
+            self.outbox.append((q, Reads(stream, batch_id, me, mine)))
         self.waiting = _Waiting(proc, batch_id, tuples, source, record, plan, mine, set(others))
         return self._span_try()
 
     def receive(self, reads: Reads, source: tuple[str, int, int]) -> bool:
-        """Another participant's reads for a spanning batch; True if no batch waits now."""
+        """Another participant's reads (or a part of them) for a spanning batch; True if no
+        batch waits now. A re-send, and reads for a batch done, are dropped."""
         topic, part, offset = source
         self._exchange_next = max(self._exchange_next, offset + 1)
         last = self.sys_value(last_batch_key(reads.stream, self.partition))
-        if last is None or reads.batch_id > last:
+        w = self.waiting
+        taken = (
+            w is not None
+            and (w.proc.input, w.batch_id) == (reads.stream, reads.batch_id)
+            and reads.sender not in w.missing
+        )
+        if (last is None or reads.batch_id > last) and not taken:
             senders = self._inbox.setdefault((reads.stream, reads.batch_id), {})
-            senders.setdefault(reads.sender, (reads, offset))
-        if self.waiting is not None:
+            senders.setdefault(reads.sender, {}).setdefault(reads.part, (reads, offset))
+        if w is not None:
             self._span_try()
-        held = [off for senders in self._inbox.values() for _, off in senders.values()]
+        held = [o for senders in self._inbox.values() for parts in senders.values()
+                for _, o in parts.values()]  # fmt: skip
         if self.waiting is not None:
             held += self.waiting.offsets
         self.set_sys(position_key(topic, part), min(held, default=self._exchange_next))
         return self.waiting is None
 
     def _span_try(self) -> Outcome:
+        """Take the reads in from every sender whose parts are all in; run the batch once
+        no participant is missing."""
         w = self.waiting
         assert w is not None
-        stream = w.proc.input
-        for sender, (reads, offset) in self._inbox.pop((stream, w.batch_id), {}).items():
-            if sender in w.missing:
-                w.missing.discard(sender)
+        key = (w.proc.input, w.batch_id)
+        senders = self._inbox.get(key, {})
+        for sender in [s for s in senders if s in w.missing]:
+            parts = senders[sender]
+            if len(parts) < next(iter(parts.values()))[0].parts:
+                continue
+            for reads, offset in parts.values():
                 w.rows.update(reads.rows)
                 w.offsets.append(offset)
+            w.missing.discard(sender)
+            del senders[sender]
         if w.missing:
-            self.group.urgent = True  # the others wait for this engine's reads
             return Outcome.WAITING
+        self._inbox.pop(key, None)
         self.waiting = None
         me = self.partition
         span = _Span(w.plan, SpanBase(w.plan, me, self.base, w.rows), me, w.plan.leader == me)
-        self._run_te(self.group.ws, w.proc, stream, w.batch_id, w.tuples, None, span)
-        self._span_done(stream, w.batch_id, w.source, w.record)
+        self._run_te(self.group.ws, w.proc, key[0], w.batch_id, w.tuples, None, span)
+        self._span_done(key[0], w.batch_id, w.source, w.record)
         return Outcome.PROCESSED
 
     def _span_done(
@@ -484,11 +502,13 @@ class PartitionEngine:
         try:
             proc.fn(ctx, tuples)
             outputs = [OutputBatch(s, batch_id, tups) for s, tups in ctx.outputs.items()]
+            if self.seal is not None and scope is None:
+                # a spanning TE's every write and output, on every participant alike: a
+                # record too large aborts the batch everywhere, not on its owner alone
+                outputs = self.seal(ws, outputs)
             if span is not None:
                 keep_local(ws, span.plan, span.me)
                 outputs = outputs if span.leader else []
-            if self.seal is not None and scope is None:
-                outputs = self.seal(ws, outputs)
         except TxnAbort as e:
             if span is None or span.leader:
                 self._abort(proc, stream, batch_id, e.reason, str(e), scope)

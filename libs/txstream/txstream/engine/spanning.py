@@ -59,12 +59,15 @@ class SpanPlan:
 
 @dataclass(frozen=True)
 class Reads:
-    """One participant's values of its declared keys for one batch: what it sends the others."""
+    """One participant's values of its declared keys for one batch: what it sends the others.
+    A large set travels as `parts` records, numbered by `part`."""
 
     stream: str
     batch_id: int
     sender: int
     rows: Rows
+    part: int = 0
+    parts: int = 1
 
 
 def local_reads(plan: SpanPlan, me: int, ws: WriteSet, base: Base) -> Rows:

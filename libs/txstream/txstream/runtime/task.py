@@ -19,7 +19,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaError, Message, Producer
 from tenacity import Retrying, retry_if_exception_type, stop_after_delay, wait_exponential
 
 from txstream import failpoints
@@ -31,7 +31,7 @@ from txstream.engine.group import Group
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.spanning import Owner
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import transactional_producer_config
+from txstream.kafka.clients import idempotent_producer_config, send, transactional_producer_config
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
@@ -131,6 +131,10 @@ class PartitionTask:
             }
         )
         self.producer.init_transactions(60)
+        self._reads_producer = Producer(
+            {**idempotent_producer_config(self.settings), "linger.ms": 0}
+        )
+        self._reads_failed: list[KafkaError] = []
         started = time.monotonic()
         self.store = self._open_store()
         self.state = CommittedState(self.store, self.codec, self.log_name)
@@ -175,7 +179,6 @@ class PartitionTask:
             self.log_codec,
             self.wire,
             self.settings.kafka_max_record_bytes,
-            self.reads,
         )
         held = self.engine.load_prepared()
         if held:
@@ -226,6 +229,34 @@ class PartitionTask:
         except StateStoreCorruption:
             self._drop_store()
             raise
+        if self.engine.outbox:
+            self._send_reads()
+
+    def _send_reads(self) -> None:
+        """Spanning reads go out at once, outside the group's transaction: the others wait
+        for them, and they are a function of the input alone, so a restarted engine sends
+        the same again (the receivers drop the repeat)."""
+        if self._reads_failed:
+            raise RuntimeError(f"spanning reads not delivered: {self._reads_failed[0]}")
+        for q, reads in self.engine.outbox:
+            for value in self.reads.encode(reads, self.settings.kafka_max_record_bytes - 1024):
+                send(self._reads_producer, self.topics.exchange, value, partition=q,
+                     on_delivery=self._on_reads)  # fmt: skip
+        self.engine.outbox.clear()
+        self._reads_producer.poll(0)
+
+    def _reads_delivered(self) -> None:
+        """Every read sent is acknowledged: a group that completes a spanning batch must
+        not commit while this engine's reads for it could still be lost, since after the
+        commit it would never send them again, and the others would wait for them."""
+        if self.inputs.exchange and self._reads_producer.flush(60) != 0:
+            raise RuntimeError("spanning reads not delivered within 60 s")
+        if self._reads_failed:
+            raise RuntimeError(f"spanning reads not delivered: {self._reads_failed[0]}")
+
+    def _on_reads(self, err: KafkaError | None, _: Message) -> None:
+        if err is not None:
+            self._reads_failed.append(err)
 
     def _handle(self, topic: str, offset: int, value: bytes | None) -> None:
         if offset < self._received[topic]:
@@ -349,6 +380,7 @@ class PartitionTask:
         done; processing may go on meanwhile. Returns what that wait finished."""
         done = self.finish_commit(wait=True)
         if not self.engine.group.empty:
+            self._reads_delivered()
             positions = self.positions()  # read through the group, so before it is taken
             group = self.engine.take_group(in_flight=True)
             sent = self.committer.send(group, positions)
@@ -431,6 +463,7 @@ class PartitionTask:
         self.committer.close()
         self.store.close()
         self.producer.flush(5)
+        self._reads_producer.flush(5)
 
     def _drop_store(self) -> None:
         """Damage found while running: wipe the store, so the restart that follows this

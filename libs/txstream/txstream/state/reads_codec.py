@@ -15,6 +15,7 @@ from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 
 TYPE_BYTE = b"X"
+ROW_OVERHEAD = 8  # Avro's length prefixes and union branch, per row, at most
 
 
 class ReadsDecodeError(ValueError):
@@ -26,15 +27,27 @@ class ReadsCodec:
         self._codec = codec
         self._schema = registry.get("txstream.SpanReads")
 
-    def encode(self, reads: Reads) -> bytes:
+    def encode(self, reads: Reads, max_bytes: int = 1 << 62) -> list[bytes]:
+        """The reads as records of at most about `max_bytes` each (one, unless the rows
+        need more); every record holds at least one row."""
         c = self._codec
-        rows = [
-            {"key": c.key(table, key), "row": None if row is None else c.encode_row(table, row)}
-            for (table, key), row in reads.rows.items()
+        chunks: list[list[dict[str, bytes | None]]] = [[]]
+        size = 0
+        for (table, key), row in reads.rows.items():
+            entry = {"key": c.key(table, key),
+                     "row": None if row is None else c.encode_row(table, row)}  # fmt: skip
+            n = len(entry["key"] or b"") + len(entry["row"] or b"") + ROW_OVERHEAD
+            if chunks[-1] and size + n > max_bytes:
+                chunks.append([])
+                size = 0
+            chunks[-1].append(entry)
+            size += n
+        head = {"stream": reads.stream, "batch_id": reads.batch_id, "sender": reads.sender}
+        return [
+            TYPE_BYTE
+            + encode_record(self._schema, {**head, "part": i, "parts": len(chunks), "rows": rows})
+            for i, rows in enumerate(chunks)
         ]
-        record = {"stream": reads.stream, "batch_id": reads.batch_id,
-                  "sender": reads.sender, "rows": rows}  # fmt: skip
-        return TYPE_BYTE + encode_record(self._schema, record)
 
     def decode(self, data: bytes) -> Reads:
         if data[:1] != TYPE_BYTE:
@@ -48,4 +61,5 @@ class ReadsCodec:
                 rows[(table, key)] = None if value is None else self._codec.decode_row(table, value)
         except (ValueError, TypeError, EOFError, KeyError, IndexError) as e:
             raise ReadsDecodeError(f"undecodable spanning reads: {e}") from e
-        return Reads(record["stream"], record["batch_id"], record["sender"], rows)
+        return Reads(record["stream"], record["batch_id"], record["sender"], rows,
+                     record["part"], record["parts"])  # fmt: skip
