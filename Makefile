@@ -93,13 +93,16 @@ test: setup lint
 # The fault suite at full length: more votes, more kills, three seeds per case; and the
 # warehouse ETL's kill test, with a kill between two table commits of one micro-batch; and
 # workers killed during consumer-group rebalances (tests/faults/test_rebalance_kill.py); and
-# the ETL on a secured cluster (tests/integration/test_security.py).
+# the ETL on a secured cluster (tests/integration/test_security.py); and the order pipeline
+# on more partition, worker and batch-size choices, and with its workers SIGKILLed
+# (tests/faults/test_orders_kill.py).
 # A failing case names its seed; rerun it alone with TXSTREAM_FAULT_SEED=<seed>. Also the
-# engine's property tests at 5,000 examples, and the commit-protocol simulation at 10,000
-# seeds (a failing one says how to rerun it alone: TXSTREAM_SIM_SEED=<seed>).
+# engine's property tests at 5,000 examples, the commit-protocol simulation at 10,000
+# seeds and the spanning-procedure simulation at 3,000 (a failing one says how to rerun it
+# alone: TXSTREAM_SIM_SEED=<seed>).
 faults: setup
 	TXSTREAM_FAULTS=long $(BIN)/pytest -q -ra tests/faults tests/integration/test_etl_warehouse.py \
-	  tests/integration/test_security.py \
+	  tests/integration/test_security.py tests/integration/test_orders.py \
 	  tests/property tests/simulation
 
 # Quix Streams, a peer in the leaderboard benchmark, pins confluent-kafka < 2.13: its own venv.

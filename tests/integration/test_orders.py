@@ -14,6 +14,7 @@ from orders.files import Shop
 from orders.gen import generate
 from orders.reference import run as reference
 from tests.conftest import KafkaEnv
+from tests.faults.scale import cases
 from txstream.config import project_root
 from txstream.kafka.admin import TopicAdmin
 
@@ -38,7 +39,9 @@ def expected(data: Path) -> dict[str, object]:
 
 
 @pytest.mark.timeout(400)
-@pytest.mark.parametrize(("partitions", "workers", "batch_size"), [(4, 2, 3), (2, 1, 50)])
+@pytest.mark.parametrize(
+    ("partitions", "workers", "batch_size"), cases([(4, 2, 3)], [(4, 2, 3), (2, 1, 50), (8, 3, 1)])
+)
 def test_orders_run_equals_the_serial_reference(
     kafka: KafkaEnv, tmp_path: Path, partitions: int, workers: int, batch_size: int
 ) -> None:
