@@ -6,25 +6,18 @@ import json
 import os
 import signal
 import sys
-import time
-import uuid
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import Progress
+from rich.progress import Progress as Bar
+from rich.progress import TaskID
 
-from orders.commits import CommitWatch
-from orders.dataflow import build_app
 from orders.files import InputError, Shop
-from orders.loader import ShopLoader, event_batches
-from orders.results import committed_result
+from orders.run import OrdersRun, Progress, RunConfig
 from txstream.config import Settings
-from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.stack.stack import Stack
-from txstream.stack.supervisor import Policy, Supervised
 
 app = typer.Typer(help="The order pipeline: orders, restocks and top-ups across partitions.")
 console = Console(stderr=True)
@@ -49,67 +42,39 @@ def run(
     timeout_s: float = typer.Option(3600, help="give up after this many seconds"),
 ) -> None:
     """Run the workload and write the result document read back from committed state."""
-    for name, value in (("--batch-size", batch_size), ("--partitions", partitions),
-                        ("--workers", workers)):  # fmt: skip
-        if value < 1:
-            raise _fail(f"{name} must be at least 1, got {value}")
     try:
+        config = RunConfig(batch_size, partitions, workers, timeout_s)
         shop = Shop.read(items, customers, events)
     except InputError as e:
         raise _fail(f"{e}; nothing was loaded") from e
+    except ValueError as e:
+        raise _fail(str(e)) from e
     # SIGTERM unwinds like Ctrl-C, so the workers this run started are stopped.
     signal.signal(signal.SIGTERM, lambda signo, frame: sys.exit(128 + signo))
     settings = Settings()
     Stack(settings).up_kafka(console.print)
-    shop_app = build_app(f"orders-{uuid.uuid4().hex[:10]}")
-    ensure_app_topics(TopicAdmin(settings), shop_app, partitions)
-    batches = event_batches(shop, batch_size)
-    loader = ShopLoader(settings, shop_app, partitions)
-    catalogue = loader.load_catalogue(shop)
-    params = json.dumps({"name": shop_app.name})
-    txstream = str(Path(sys.executable).with_name("txstream"))
-    policy = Policy(max_restarts=100, window_s=60.0, backoff_ms=100, backoff_max_ms=1000)
-    worker = [txstream, "worker", "run", "--app", "orders.dataflow:from_params", "--params", params]
-    services = [
-        Supervised(f"worker-{i}", [*worker, "--instance-id", str(i)], settings, policy=policy)
-        for i in range(workers)
-    ]
+    orders = OrdersRun(shop, config, settings)
+    with Bar(console=console, transient=True) as bar:
+        tasks: dict[str, TaskID] = {}
 
-    def alive() -> bool:
-        return all(s.supervisor.live_pid() is not None for s in services)
+        def phase(what: str, total: int | None) -> None:
+            if "load" in tasks:
+                bar.remove_task(tasks["load"])
+            tasks["load"] = bar.add_task(what, total=total)
+            if total is not None:
+                tasks["commit"] = bar.add_task("committed event batches", total=total)
 
-    watch = CommitWatch(settings, AppTopics(shop_app.name).commits, partitions)
-    total = len(batches)
-    try:
-        for service in services:
-            service.start()
-        with Progress(console=console, transient=True) as bar:
-            loading = bar.add_task("loading the catalogue", total=None)
-            watch.wait(catalogue, timeout_s, alive)
-            bar.update(loading, description="loading event batches", total=total)
-            committing = bar.add_task("committed event batches", total=total)
-            started = time.monotonic()
-            loader.load_events(batches, lambda n: bar.update(loading, completed=n))
-
-            def committed(done: list[dict[str, int]]) -> None:
-                bar.update(committing, completed=min(d.get("events", 0) for d in done))
-
-            watch.wait({"events": [total] * partitions}, timeout_s, alive, committed)
-            elapsed = time.monotonic() - started
-        restarts = sum(s.restarts() for s in services)
-    finally:
-        watch.close()
-        for service in reversed(services):
-            service.stop()
-    doc = committed_result(settings, shop_app, partitions, len(shop.events)).to_json()
-    doc["app"] = shop_app.name
+        report = orders.run(
+            Progress(
+                phase=phase,
+                loaded=lambda n: bar.update(tasks["load"], completed=n),
+                committed=lambda n: bar.update(tasks["commit"], completed=n),
+                reading=lambda what: bar.update(tasks["load"], description=what),
+            )
+        )
+    doc = report.result.to_json()
+    doc["app"] = report.app
     tmp = result.with_name(result.name + ".tmp")
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     os.replace(tmp, result)
-    count = len(shop.events)
-    rate = count / elapsed if elapsed > 0 else 0.0
-    print(
-        f"{count} events ({total} batches of up to {batch_size}) in {elapsed:.2f}s = "
-        f"{rate:,.0f} events/s on {partitions} partitions, {workers} workers "
-        f"(worker restarts: {restarts}); result in {result}"
-    )
+    print(f"{report.summary()}; result in {result}")

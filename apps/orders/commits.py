@@ -31,15 +31,17 @@ class CommitWatch:
         timeout_s: float,
         alive: Callable[[], bool],
         progress: Callable[[list[dict[str, int]]], None] = lambda done: None,
+        poll_s: float = 0.05,
     ) -> None:
-        """Until every partition p has committed batch `targets[stream][p]` of each stream."""
+        """Until every partition p has committed batch `targets[stream][p]` of each stream;
+        `progress` is told after each poll of up to `poll_s`."""
         deadline = time.monotonic() + timeout_s
         while not self._reached(targets):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"not all batches committed within {timeout_s:.0f}s")
             if not alive():
                 raise RuntimeError("a worker's supervisor is gone; see its log")
-            for msg in self._consumer.consume(500, timeout=0.05):
+            for msg in self._consumer.consume(500, timeout=poll_s):
                 if msg.error() is not None:
                     continue
                 notice: Any = decode_record(self._schema, msg.value() or b"")

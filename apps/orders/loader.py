@@ -7,6 +7,7 @@ each batch of events goes to every partition: every engine sees the whole sequen
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Sequence
 
 from confluent_kafka import Producer
@@ -113,3 +114,23 @@ class ShopLoader:
         if progress is not None:
             progress(last)
         return last
+
+    def load_paced(
+        self, event_batches: list[list[Record]], rate: float, sent: Callable[[int, float], None]
+    ) -> None:
+        """Every batch to every partition at `rate` batches per second, each told to
+        `sent(batch id, monotonic time it was due)`; a transaction commits every 5 ms at
+        most, so latency measured from the due time includes the producer's share."""
+        started = last_commit = time.monotonic()
+        self.producer.begin_transaction()
+        for batch_id, tuples in enumerate(event_batches, 1):
+            due = started + (batch_id - 1) / rate
+            time.sleep(max(0.0, due - time.monotonic()))
+            for p in range(self.partitions):
+                self._send("events", p, batch_id, tuples)
+            sent(batch_id, due)
+            if time.monotonic() - last_commit >= 0.005:
+                self.producer.commit_transaction()
+                self.producer.begin_transaction()
+                last_commit = time.monotonic()
+        self.producer.commit_transaction()
