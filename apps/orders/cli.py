@@ -15,6 +15,7 @@ from rich.progress import Progress as Bar
 from rich.progress import TaskID
 
 from orders.files import InputError, Shop
+from orders.reference import invariants
 from orders.run import OrdersRun, Progress, RunConfig
 from txstream.config import Settings
 from txstream.stack.stack import Stack
@@ -41,7 +42,8 @@ def run(
     workers: int = typer.Option(1, help="W: worker processes"),
     timeout_s: float = typer.Option(3600, help="give up after this many seconds"),
 ) -> None:
-    """Run the workload and write the result document read back from committed state."""
+    """Run the workload and write the result document read back from committed state;
+    exits 1 if the result breaks an invariant of the workload."""
     try:
         config = RunConfig(batch_size, partitions, workers, timeout_s)
         shop = Shop.read(items, customers, events)
@@ -78,3 +80,8 @@ def run(
     tmp.write_text(json.dumps(doc, indent=2) + "\n")
     os.replace(tmp, result)
     print(f"{report.summary()}; result in {result}")
+    broken = invariants(shop, report.result)
+    for problem in broken:
+        console.print(f"[red]invariant broken:[/red] {escape(problem)}", soft_wrap=True)
+    if broken:
+        raise typer.Exit(1)

@@ -64,3 +64,39 @@ def run(shop: Shop) -> Result:
     result.stock, result.sold, result.balances = stock, sold, balances
     result.outcomes_sha256 = outcomes_sha256(outcomes)
     return result
+
+
+def invariants(shop: Shop, result: Result) -> list[str]:
+    """The workload's invariants, checked on any result (a run's or the reference's): no
+    item oversold, stock + sold equal to the initial stock plus the valid restocks, no
+    negative balance, revenue equal to what the items sold are worth, and every order
+    counted once. Returns what is broken (nothing, if all hold)."""
+    broken = []
+    restocked = dict.fromkeys(shop.items, 0)
+    orders = 0
+    for event in shop.events:
+        if isinstance(event, Restock) and event.item in restocked and event.qty > 0:
+            restocked[event.item] += event.qty
+        orders += isinstance(event, Order)
+    for item in shop.items.values():
+        stock, sold = result.stock.get(item.item), result.sold.get(item.item)
+        if stock is None or sold is None:
+            broken.append(f"item {item.item} is missing from the result")
+        elif stock < 0:
+            broken.append(f"item {item.item} is oversold: stock {stock}")
+        elif stock + sold != item.stock + restocked[item.item]:
+            broken.append(
+                f"item {item.item}: stock {stock} + sold {sold} != initial {item.stock} "
+                f"+ restocked {restocked[item.item]}"
+            )
+    for customer in shop.customers:
+        balance = result.balances.get(customer)
+        if balance is None or balance < 0:
+            broken.append(f"customer {customer} has balance {balance}")
+    worth = sum(result.sold.get(i.item, 0) * i.price for i in shop.items.values())
+    if result.revenue != worth:
+        broken.append(f"revenue {result.revenue} != {worth}, the worth of the items sold")
+    counted = result.confirmed + sum(result.cancelled.values())
+    if counted != orders:
+        broken.append(f"{counted} orders confirmed or cancelled, of {orders} in the input")
+    return broken

@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 
 from orders.files import Event, InputError, Order, Restock, Shop, TopUp, batches, read_events
-from orders.reference import run
+from orders.gen import generate
+from orders.reference import invariants, run
 from orders.result import outcomes_sha256
 
 
@@ -85,3 +86,21 @@ def test_every_outcome_of_the_semantics(tmp_path: Path) -> None:
 def test_a_catalogue_line_out_of_range_is_named(tmp_path: Path) -> None:
     with pytest.raises(InputError, match=r"/i:2: need item_id >= 0, price > 0"):
         write(tmp_path, "1 10 2\n2 0 1\n", "1 5\n", "")
+
+
+def test_the_reference_holds_the_invariants_and_a_broken_result_is_named(tmp_path: Path) -> None:
+    generate(items=20, customers=40, events=3000, seed=5, out=tmp_path)
+    shop = Shop.read(tmp_path / "items.txt", tmp_path / "customers.txt", tmp_path / "events.txt")
+    result = run(shop)
+    assert invariants(shop, result) == []
+    restocked = result.stock[3] + result.sold[3] - shop.items[3].stock
+    result.stock[3] -= 1  # a unit lost
+    result.revenue += 1
+    result.cancelled["invalid"] += 1
+    assert invariants(shop, result) == [
+        f"item 3: stock {result.stock[3]} + sold {result.sold[3]} != initial "
+        f"{shop.items[3].stock} + restocked {restocked}",
+        f"revenue {result.revenue} != {result.revenue - 1}, the worth of the items sold",
+        f"{result.confirmed + sum(result.cancelled.values())} orders confirmed or cancelled, "
+        f"of {result.confirmed + sum(result.cancelled.values()) - 1} in the input",
+    ]
