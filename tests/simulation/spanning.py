@@ -1,11 +1,12 @@
 """A seeded simulation of spanning procedures across P partition engines.
 
-The order pipeline runs on P real `PartitionEngine`s over in-memory committed state. The
-logs stand in for Kafka topics: the events stream is the same on every partition (the
-loader broadcasts it), the catalogue and accounts are placed by the routing function, and
-each engine's exchange partition receives the other engines' reads when their task sends
-them, outside any transaction, some steps later, but before the group that holds the batch
-commits. The seed picks which engine acts next, whether it takes a record, sends or
+An app runs on P real `PartitionEngine`s over in-memory committed state. Logs stand in for
+Kafka topics, one list of (stream, batch id, tuples) per partition: a spanning stream has
+the same batches on every partition (its producer broadcasts them), others are placed by the
+routing function. Topics are taken in phases (the order pipeline loads its catalogue before
+any event), and each engine's exchange partition receives the other engines' reads when
+their task sends them, outside any transaction, some steps later, but before the group that
+holds the batch commits. The seed picks which engine acts next, whether it takes a record, sends or
 commits, and when an engine crashes (its uncommitted group and unsent reads are lost, and a
 new engine starts from its committed state and positions, as a restarted worker does).
 """
@@ -13,6 +14,7 @@ new engine starts from its committed state and positions, as a restarted worker 
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,13 +23,15 @@ from orders.files import Shop
 from orders.loader import event_batches
 from orders.result import Result
 from orders.results import from_outcomes
-from txstream.engine.group import Group
+from txstream.engine.group import SYS_TABLE, Group, OutputBatch
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.routing import partition_of
+from txstream.model.app import App
 from txstream.model.declarations import Record
 from txstream.testing import MemoryState
 
 EXCHANGE = "exchange"
+Log = list[list[Any]]  # per partition: (stream, batch id, tuples), or Reads on the exchange
 
 
 @dataclass
@@ -38,41 +42,40 @@ class _Node:
     received: dict[str, int] = field(default_factory=dict)
 
 
-class SpanningSim:
-    def __init__(self, shop: Shop, partitions: int, batch_size: int, seed: int) -> None:
+class SpanCluster:
+    def __init__(self, app: App, partitions: int, phases: list[dict[str, Log]], seed: int) -> None:
+        """`phases`: topic logs, each phase taken only once every earlier one is committed
+        on every partition."""
         self.rng = random.Random(seed)
         self.partitions = partitions
-        self.app = build_app()
-        self.df = self.app.dataflow()
+        self.df = app.dataflow()
         self.crashes = 0
-        # topic -> partition -> records (stream, batch id, tuples) or Reads
-        self.logs: dict[str, list[list[Any]]] = {
-            t: [[] for _ in range(partitions)] for t in ("items_in", "accounts_in", "events")
-        }
+        self.phases = [list(phase) for phase in phases]
+        self.logs: dict[str, Log] = {t: log for phase in phases for t, log in phase.items()}
         self.logs[EXCHANGE] = [[] for _ in range(partitions)]
-        for i, item in enumerate(shop.items.values(), 1):
-            row = {"item": item.item, "price": item.price, "stock": item.stock, "sold": 0}
-            self.logs["items_in"][self._owner((item.item,))].append(("items_in", i, [row]))
-        for i, c in enumerate(shop.customers.values(), 1):
-            row = {"customer": c.customer, "balance": c.balance}
-            self.logs["accounts_in"][self._owner((c.customer,))].append(("accounts_in", i, [row]))
-        for b, tuples in enumerate(event_batches(shop, batch_size), 1):
-            for p in range(partitions):
-                self.logs["events"][p].append(("events", b, tuples))
-        self.events = len(shop.events)
         self.bases = [MemoryState() for _ in range(partitions)]
         self.nodes = [self._start(p) for p in range(partitions)]
-        self.outcomes: list[Record] = []
+        self.outputs: list[OutputBatch] = []
 
-    def _owner(self, key: Any) -> int:
+    def owner(self, key: Any) -> int:
         return partition_of(key, self.partitions)
 
     def _start(self, p: int) -> _Node:
-        engine = PartitionEngine(self.df, self.bases[p], p, {}, owner=self._owner)
+        engine = PartitionEngine(self.df, self.bases[p], p, {}, owner=self.owner)
         return _Node(engine, {t: engine.position(t) for t in self.logs})
 
-    def _loaded(self, node: _Node, p: int) -> bool:
-        return all(node.received[t] >= len(self.logs[t][p]) for t in ("items_in", "accounts_in"))
+    def _committed(self, p: int, topics: list[str]) -> bool:
+        engine = PartitionEngine(self.df, self.bases[p], p, {}, owner=self.owner)
+        return all(engine.position(t) >= len(self.logs[t][p]) for t in topics)
+
+    def _open_topics(self) -> list[str]:
+        """The topics of every phase whose predecessors are all committed everywhere."""
+        open_: list[str] = []
+        for phase in self.phases:
+            open_ += phase
+            if not all(self._committed(p, phase) for p in range(self.partitions)):
+                break
+        return open_
 
     def _choices(self, p: int) -> list[str]:
         node, engine = self.nodes[p], self.nodes[p].engine
@@ -80,20 +83,10 @@ class SpanningSim:
         if node.received[EXCHANGE] < len(self.logs[EXCHANGE][p]):
             out.append(EXCHANGE)
         if engine.waiting is None:
-            for t in ("items_in", "accounts_in"):
+            for t in self._open_topics():
                 if node.received[t] < len(self.logs[t][p]):
                     out.append(t)
-            # events wait for the loads, as `txstream orders run` waits for them
-            if self._all_loaded() and node.received["events"] < len(self.logs["events"][p]):
-                out.append("events")
         return out
-
-    def _all_loaded(self) -> bool:
-        return all(self._committed_loaded(p) for p in range(self.partitions))
-
-    def _committed_loaded(self, p: int) -> bool:
-        engine = PartitionEngine(self.df, self.bases[p], p, {}, owner=self._owner)
-        return all(engine.position(t) >= len(self.logs[t][p]) for t in ("items_in", "accounts_in"))
 
     def _deliver(self, p: int, topic: str) -> None:
         node = self.nodes[p]
@@ -110,8 +103,7 @@ class SpanningSim:
         self._send(p)  # the task has every read delivered before a group commits
         group: Group = self.nodes[p].engine.take_group()
         self.bases[p].apply(group)
-        for out in group.outputs:
-            self.outcomes.extend(out.tuples)
+        self.outputs += group.outputs
 
     def _send(self, p: int) -> None:
         """The task sends an engine's reads at once, outside its group's transaction."""
@@ -147,29 +139,63 @@ class SpanningSim:
         raise AssertionError(f"no progress after {max_steps} steps: {self._where()}")
 
     def _done(self) -> bool:
-        last = len(self.logs["events"][0])
+        topics = [t for phase in self.phases for t in phase]
         for p, node in enumerate(self.nodes):
             engine = node.engine
             if not engine.group.empty or engine.waiting is not None or engine.outbox:
                 return False
-            if engine.position("events") < last or not self._committed_loaded(p):
+            if not self._committed(p, topics):
                 return False
         return True
 
     def _where(self) -> str:
         return ", ".join(
-            f"p{p}: events at {n.engine.position('events')}, waiting "
+            f"p{p}: at {dict(n.received)}, waiting "
             f"{None if n.engine.waiting is None else n.engine.waiting.batch_id}"
             for p, n in enumerate(self.nodes)
         )
 
-    def result(self) -> Result:
-        """The result document from the committed outcomes and every engine's state."""
+    def tables(self) -> dict[str, dict[Any, Record]]:
+        """Every engine's committed rows, merged (each key lives on one engine)."""
         tables: dict[str, dict[Any, Record]] = {}
         for base in self.bases:
             for table, rows in base.tables.items():
-                tables.setdefault(table, {}).update(rows)
-        return from_outcomes(self.outcomes, tables, self.events)
+                if table != SYS_TABLE:
+                    tables.setdefault(table, {}).update(rows)
+        return tables
 
     def exchanged(self) -> int:
         return sum(len(log) for log in self.logs[EXCHANGE])
+
+
+def broadcast(stream: str, batches: list[list[Record]], partitions: int) -> Log:
+    """A spanning stream's log: batch b (from 1) on every partition."""
+    return [[(stream, b, tuples) for b, tuples in enumerate(batches, 1)] for _ in range(partitions)]
+
+
+class OrdersSim(SpanCluster):
+    """The order pipeline: the catalogue and accounts first, then the broadcast events."""
+
+    def __init__(self, shop: Shop, partitions: int, batch_size: int, seed: int) -> None:
+        self.events = len(shop.events)
+        owner = self.owner_for(partitions)
+        loads: dict[str, Log] = {
+            t: [[] for _ in range(partitions)] for t in ("items_in", "accounts_in")
+        }
+        for i, item in enumerate(shop.items.values(), 1):
+            row = {"item": item.item, "price": item.price, "stock": item.stock, "sold": 0}
+            loads["items_in"][owner((item.item,))].append(("items_in", i, [row]))
+        for i, c in enumerate(shop.customers.values(), 1):
+            row = {"customer": c.customer, "balance": c.balance}
+            loads["accounts_in"][owner((c.customer,))].append(("accounts_in", i, [row]))
+        events = broadcast("events", event_batches(shop, batch_size), partitions)
+        super().__init__(build_app(), partitions, [loads, {"events": events}], seed)
+
+    @staticmethod
+    def owner_for(partitions: int) -> Callable[[Any], int]:
+        return lambda key: partition_of(key, partitions)
+
+    def result(self) -> Result:
+        """The result document from the committed outcomes and every engine's state."""
+        outcomes = [t for out in self.outputs for t in out.tuples]
+        return from_outcomes(outcomes, self.tables(), self.events)

@@ -18,7 +18,7 @@ from orders.files import Shop
 from orders.gen import generate
 from orders.reference import run as reference
 from tests.faults.scale import scaled
-from tests.simulation.spanning import SpanningSim
+from tests.simulation.spanning import OrdersSim
 
 
 def seeds() -> list[int]:
@@ -40,7 +40,7 @@ def test_spanning_equals_serial_reference(seed: int, tmp_path: Path) -> None:
     rng = random.Random(seed)
     shop = shop_for(seed, tmp_path)
     partitions, batch_size = rng.choice([1, 2, 3, 4]), rng.choice([1, 2, 5, 100])
-    sim = SpanningSim(shop, partitions, batch_size, seed)
+    sim = OrdersSim(shop, partitions, batch_size, seed)
     sim.run(crash_rate=rng.choice([0.0, 0.02, 0.1]))
     where = f"seed {seed}: P={partitions} K={batch_size}, {sim.crashes} crashes"
     assert sim.result().to_json() == reference(shop).to_json(), where
@@ -49,7 +49,7 @@ def test_spanning_equals_serial_reference(seed: int, tmp_path: Path) -> None:
 def test_an_order_spans_engines(tmp_path: Path) -> None:
     """The exchange is used: with 4 partitions, orders touch keys on several engines."""
     shop = shop_for(7, tmp_path)
-    sim = SpanningSim(shop, 4, 1, 7)
+    sim = OrdersSim(shop, 4, 1, 7)
     sim.run()
     assert sim.exchanged() > 0
     assert sim.result().to_json() == reference(shop).to_json()

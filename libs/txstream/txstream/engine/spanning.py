@@ -47,11 +47,13 @@ class SpanPlan:
 
     @property
     def participants(self) -> frozenset[int]:
-        return frozenset(self.owners.values())
+        """The engines owning a declared key; engine 0 alone for a batch that declares none
+        (it still runs, and may emit)."""
+        return frozenset(self.owners.values()) or frozenset({0})
 
     @property
-    def leader(self) -> int | None:
-        return min(self.owners.values(), default=None)
+    def leader(self) -> int:
+        return min(self.participants)
 
     def local(self, me: int) -> list[tuple[str, Key]]:
         return sorted((k for k, p in self.owners.items() if p == me), key=repr)
