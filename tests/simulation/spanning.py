@@ -82,10 +82,10 @@ class SpanCluster:
         out = []
         if node.received[EXCHANGE] < len(self.logs[EXCHANGE][p]):
             out.append(EXCHANGE)
-        if engine.waiting is None:
-            for t in self._open_topics():
-                if node.received[t] < len(self.logs[t][p]):
-                    out.append(t)
+        for t in self._open_topics():  # topics are named for their streams here
+            held = engine.spans.holds(spanning=t in engine.spanning)
+            if not held and node.received[t] < len(self.logs[t][p]):
+                out.append(t)
         return out
 
     def _deliver(self, p: int, topic: str) -> None:
@@ -94,7 +94,7 @@ class SpanCluster:
         node.received[topic] = offset + 1
         record = self.logs[topic][p][offset]
         if topic == EXCHANGE:
-            node.engine.receive(record, (topic, p, offset))
+            node.engine.spans.receive(record, (topic, p, offset))
         else:
             stream, batch_id, tuples = record
             node.engine.process(stream, batch_id, [dict(t) for t in tuples], (topic, p, offset))
@@ -107,7 +107,7 @@ class SpanCluster:
 
     def _send(self, p: int) -> None:
         """The task sends an engine's reads at once, outside its group's transaction."""
-        outbox = self.nodes[p].engine.outbox
+        outbox = self.nodes[p].engine.spans.outbox
         for q, reads in outbox:
             self.logs[EXCHANGE][q].append(reads)
         outbox.clear()
@@ -127,7 +127,7 @@ class SpanCluster:
             if roll < crash_rate and self.crashes < max_crashes:
                 self._crash(p)
                 continue
-            if self.nodes[p].engine.outbox and roll < 0.5:
+            if self.nodes[p].engine.spans.outbox and roll < 0.5:
                 self._send(p)  # or later: a crash before it loses the reads unsent
                 continue
             choices = self._choices(p)
@@ -142,7 +142,7 @@ class SpanCluster:
         topics = [t for phase in self.phases for t in phase]
         for p, node in enumerate(self.nodes):
             engine = node.engine
-            if not engine.group.empty or engine.waiting is not None or engine.outbox:
+            if not engine.group.empty or engine.spans.queue or engine.spans.outbox:
                 return False
             if not self._committed(p, topics):
                 return False
@@ -150,8 +150,8 @@ class SpanCluster:
 
     def _where(self) -> str:
         return ", ".join(
-            f"p{p}: at {dict(n.received)}, waiting "
-            f"{None if n.engine.waiting is None else n.engine.waiting.batch_id}"
+            f"p{p}: at {dict(n.received)}, queued "
+            f"{[(e.batch_id, e.state.value) for e in n.engine.spans.queue]}"
             for p, n in enumerate(self.nodes)
         )
 

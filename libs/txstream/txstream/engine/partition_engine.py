@@ -35,7 +35,8 @@ from txstream.engine.group import (
     position_key,
 )
 from txstream.engine.participant import Participant
-from txstream.engine.spanning import Owner, Reads, Rows, SpanBase, SpanPlan, keep_local, local_reads
+from txstream.engine.span_runner import Span, SpanRunner
+from txstream.engine.spanning import Owner, keep_local
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import NestedTransaction, Procedure, Record
@@ -50,31 +51,6 @@ class _Scope:
     nested: NestedTransaction
     outputs: list[OutputBatch] = field(default_factory=list)
     deferred: list[tuple[Procedure, str, Sequence[Record]]] = field(default_factory=list)
-
-
-@dataclass
-class _Waiting:
-    """A spanning batch this engine has sent its reads for, waiting for the others'."""
-
-    proc: Procedure
-    batch_id: int
-    tuples: Sequence[Record]
-    source: tuple[str, int, int] | None
-    record: bytes | None
-    plan: SpanPlan
-    rows: Rows
-    missing: set[int]
-    offsets: list[int] = field(default_factory=list)  # of the exchange records taken
-
-
-@dataclass(frozen=True)
-class _Span:
-    """How a spanning TE runs here: through whose base, and whether it speaks for all."""
-
-    plan: SpanPlan
-    base: SpanBase
-    me: int
-    leader: bool
 
 
 class _NestedAbort(Exception):
@@ -118,15 +94,8 @@ class PartitionEngine:
         self._source: tuple[str, str, int] | None = None  # (stream, topic, offset) in hand
         self.participant = Participant(self)
         self.owner: Owner = owner or (lambda key: partition)
-        self._spanning = frozenset(dataflow.spanning_streams)
-        self.waiting: _Waiting | None = None
-        # (participant, reads) to send now: not with the group, since the reads are a
-        # deterministic function of the input, and a re-send after a crash is identical
-        self.outbox: list[tuple[int, Reads]] = []
-        # Reads received for spanning batches not reached yet: (stream, batch) -> sender ->
-        # part -> (reads, exchange offset); their offsets hold the exchange position back.
-        self._inbox: dict[tuple[str, int], dict[int, dict[int, tuple[Reads, int]]]] = {}
-        self._exchange_next = 0
+        self.spanning = frozenset(dataflow.spanning_streams)
+        self.spans = SpanRunner(self)
 
     @property
     def blocked(self) -> bool:
@@ -197,8 +166,17 @@ class PartitionEngine:
         ws = self.group.ws
         key = last_batch_key(stream, self.partition)
         last = self.sys_value(key)
-        if (last is None or batch_id > last) and stream in self._spanning:
-            return self._span(stream, batch_id, tuples, source, record)
+        if stream in self.spanning:
+            queued = self.spans.last_queued(stream)
+            if (queued is None and (last is None or batch_id > last)) or (
+                queued is not None and batch_id > queued
+            ):
+                self.spans.process(stream, batch_id, tuples, source, record)
+                return Outcome.PROCESSED
+            if queued is not None and batch_id > (last or 0):
+                if self.spans.repeat(stream, batch_id, record):
+                    return Outcome.DUPLICATE
+                last = queued
         if last is None or batch_id > last:
             self._source = None if source is None else (stream, source[0], source[2])
             if self.journal is Journal.BORDER:
@@ -248,104 +226,10 @@ class PartitionEngine:
         self.group.stale[(stream, "dead_letter")] += 1
         return Outcome.STALE
 
-    def _span(
-        self,
-        stream: str,
-        batch_id: int,
-        tuples: Sequence[Record],
-        source: tuple[str, int, int] | None,
-        record: bytes | None,
-    ) -> Outcome:
-        """A spanning batch: skipped if no declared key is here; otherwise this engine's
-        reads go to the other participants, and the batch runs once theirs are in."""
-        (proc,) = self.df.consumers[stream]
-        assert proc.touches is not None
-        me = self.partition
-        try:
-            plan = SpanPlan.of(proc.touches, tuples, self.owner)
-        except Exception as e:  # every engine fails alike; the first speaks for them
-            if me == 0:
-                reason = "bad_touches"
-                self.group.aborts.append(
-                    AbortRecord(proc.name, stream, batch_id, reason, exception_detail(e))
-                )
-            self._span_done(stream, batch_id, source, record)
-            return Outcome.PROCESSED
-        if me not in plan.participants:
-            self._span_done(stream, batch_id, source, record)
-            return Outcome.PROCESSED
-        mine = local_reads(plan, me, self.group.ws, self.base)
-        others = plan.participants - {me}
-        for q in sorted(others):
-            self.outbox.append((q, Reads(stream, batch_id, me, mine)))
-        self.waiting = _Waiting(proc, batch_id, tuples, source, record, plan, mine, set(others))
-        return self._span_try()
-
-    def receive(self, reads: Reads, source: tuple[str, int, int]) -> bool:
-        """Another participant's reads (or a part of them) for a spanning batch; True if no
-        batch waits now. A re-send, and reads for a batch done, are dropped."""
-        topic, part, offset = source
-        self._exchange_next = max(self._exchange_next, offset + 1)
-        last = self.sys_value(last_batch_key(reads.stream, self.partition))
-        w = self.waiting
-        taken = (
-            w is not None
-            and (w.proc.input, w.batch_id) == (reads.stream, reads.batch_id)
-            and reads.sender not in w.missing
-        )
-        if (last is None or reads.batch_id > last) and not taken:
-            senders = self._inbox.setdefault((reads.stream, reads.batch_id), {})
-            senders.setdefault(reads.sender, {}).setdefault(reads.part, (reads, offset))
-        if w is not None:
-            self._span_try()
-        held = [o for senders in self._inbox.values() for parts in senders.values()
-                for _, o in parts.values()]  # fmt: skip
-        if self.waiting is not None:
-            held += self.waiting.offsets
-        self.set_sys(position_key(topic, part), min(held, default=self._exchange_next))
-        return self.waiting is None
-
-    def _span_try(self) -> Outcome:
-        """Take the reads in from every sender whose parts are all in; run the batch once
-        no participant is missing."""
-        w = self.waiting
-        assert w is not None
-        key = (w.proc.input, w.batch_id)
-        senders = self._inbox.get(key, {})
-        for sender in [s for s in senders if s in w.missing]:
-            parts = senders[sender]
-            if len(parts) < next(iter(parts.values()))[0].parts:
-                continue
-            for reads, offset in parts.values():
-                w.rows.update(reads.rows)
-                w.offsets.append(offset)
-            w.missing.discard(sender)
-            del senders[sender]
-        if w.missing:
-            return Outcome.WAITING
-        self._inbox.pop(key, None)
-        self.waiting = None
-        me = self.partition
-        span = _Span(w.plan, SpanBase(w.plan, me, self.base, w.rows), me, w.plan.leader == me)
-        self._run_te(self.group.ws, w.proc, key[0], w.batch_id, w.tuples, None, span)
-        self._span_done(key[0], w.batch_id, w.source, w.record)
-        return Outcome.PROCESSED
-
-    def _span_done(
-        self,
-        stream: str,
-        batch_id: int,
-        source: tuple[str, int, int] | None,
-        record: bytes | None,
+    def run_span(
+        self, proc: Procedure, batch_id: int, tuples: Sequence[Record], span: Span
     ) -> None:
-        self.set_sys(last_batch_key(stream, self.partition), batch_id)
-        self.group.records[stream] = record
-        self.group.batches += 1
-        self.group.first_batch_ids.setdefault(stream, batch_id)
-        self.group.last_batch_ids[stream] = batch_id
-        if source is not None:
-            topic, part, offset = source
-            self.set_sys(position_key(topic, part), offset + 1)
+        self._run_te(self.group.ws, proc, proc.input, batch_id, tuples, None, span)
 
     def replay(
         self, entry: JournalEntry, tuples: Sequence[Record], digest: int | None = None
@@ -475,7 +359,7 @@ class PartitionEngine:
         batch_id: int,
         tuples: Sequence[Record],
         scope: _Scope | None,
-        span: _Span | None = None,
+        span: Span | None = None,
     ) -> bool:
         """Run one TE; False if it aborted (outside a nested transaction). A spanning TE
         (`span`) reads through the participants' reads, keeps only this engine's writes,

@@ -229,7 +229,7 @@ class PartitionTask:
         except StateStoreCorruption:
             self._drop_store()
             raise
-        if self.engine.outbox:
+        if self.engine.spans.outbox:
             self._send_reads()
 
     def _send_reads(self) -> None:
@@ -238,11 +238,11 @@ class PartitionTask:
         the same again (the receivers drop the repeat)."""
         if self._reads_failed:
             raise RuntimeError(f"spanning reads not delivered: {self._reads_failed[0]}")
-        for q, reads in self.engine.outbox:
+        for q, reads in self.engine.spans.outbox:
             for value in self.reads.encode(reads, self.settings.kafka_max_record_bytes - 1024):
                 send(self._reads_producer, self.topics.exchange, value, partition=q,
                      on_delivery=self._on_reads)  # fmt: skip
-        self.engine.outbox.clear()
+        self.engine.spans.outbox.clear()
         self._reads_producer.poll(0)
 
     def _reads_delivered(self) -> None:
@@ -273,19 +273,19 @@ class PartitionTask:
 
     def _process(self, topic: str, offset: int, value: bytes | None) -> bool:
         """Process one record; False if it must wait (nothing applied): for a 2PC decision,
-        or for the other participants' reads of a spanning batch, which nothing passes."""
+        or while spanning batches are queued (`SpanRunner.holds`)."""
         if topic == self.topics.exchange:
             self._exchange(offset, value)
             return True
         if topic == self.topics.decisions:
             return self._oltp(topic, offset, value)
-        if self.engine.waiting is not None:
+        stream = self.inputs.streams.get(topic)
+        if self.engine.spans.holds(spanning=stream in self.engine.spanning):
             return False
-        if topic == self.topics.requests:
+        if stream is None:  # the coordinator's requests
             return self._oltp(topic, offset, value)
         if self.engine.blocked:
             return False  # TEs are not checked row by row: they wait for every decision
-        stream = self.inputs.streams[topic]
         source = (topic, self.partition, offset)
         try:
             if value is None:
@@ -306,7 +306,7 @@ class PartitionTask:
         except ReadsDecodeError as e:
             self.engine.reject(self.topics.exchange, source, "undecodable", str(e))
             return
-        self.engine.receive(reads, source)
+        self.engine.spans.receive(reads, source)
 
     def _oltp(self, topic: str, offset: int, value: bytes | None) -> bool:
         """A coordinator request or decision; one that cannot be decoded is moved past."""

@@ -1,0 +1,233 @@
+"""Spanning batches inside one engine: many in flight, each run once its reads are in.
+
+Batches of a spanning stream arrive in batch order. Each is queued; a queued batch starts
+(its reads of this engine's keys go to the other participants) as soon as no earlier batch
+still to run here declares one of its keys here, so its reads see every earlier batch that
+could change them, and batches on other keys overlap their round trips, as with Calvin's
+deterministic locks. Batches run in batch order, each once every other participant's reads
+are in, and complete as they run: what a group commits is always a prefix of the input
+(writes, outputs, last batch id and position together), and a restart re-runs the rest to
+the same results. (Running a later batch first would commit its writes without its place in
+the input, and the restart would apply them twice.)
+
+While any batch is queued, nothing else that could write this engine's keys may run here
+(an OLTP request, a per-partition batch): the task defers it (`holds`).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Protocol
+
+from txstream.engine.group import AbortRecord, Group, last_batch_key, position_key
+from txstream.engine.spanning import Owner, Reads, Rows, SpanBase, SpanPlan, local_reads
+from txstream.engine.writeset import Base
+from txstream.model.dataflow import Dataflow
+from txstream.model.declarations import Key, Procedure, Record
+from txstream.model.errors import exception_detail
+
+# Spanning batches queued in one engine at most; past that the task defers their records.
+MAX_QUEUED = 256
+
+
+class _State(Enum):
+    QUEUED = "queued"  # waits for an earlier batch on one of its keys here
+    SENT = "sent"  # its reads are out; waits for the others'
+    DONE = "done"  # run (or nothing to run here); waits for the batches before it
+
+
+@dataclass(frozen=True)
+class Span:
+    """How a spanning TE runs here: through whose base, and whether it speaks for all."""
+
+    plan: SpanPlan
+    base: SpanBase
+    me: int
+    leader: bool
+
+
+@dataclass
+class _Entry:
+    proc: Procedure
+    batch_id: int
+    tuples: Sequence[Record]
+    source: tuple[str, int, int] | None
+    record: bytes | None
+    plan: SpanPlan | None  # None: its `touches` failed
+    local: frozenset[tuple[str, Key]] = frozenset()
+    state: _State = _State.QUEUED
+    rows: Rows = field(default_factory=dict)
+    missing: set[int] = field(default_factory=set)
+    offsets: list[int] = field(default_factory=list)  # exchange records taken for it
+    aborts: list[AbortRecord] = field(default_factory=list)  # its `touches` failed
+
+
+class SpanHost(Protocol):
+    """What the runner uses of the partition engine that owns it."""
+
+    df: Dataflow
+    base: Base
+    partition: int
+    group: Group
+    owner: Owner
+
+    def sys_value(self, key: tuple[str, str, int]) -> int | None: ...
+
+    def set_sys(self, key: tuple[str, str, int], value: int) -> None: ...
+
+    def run_span(
+        self, proc: Procedure, batch_id: int, tuples: Sequence[Record], span: Span
+    ) -> None:
+        """Run the TE into the group: its writes here, and (leader) outputs and aborts."""
+
+
+class SpanRunner:
+    def __init__(self, host: SpanHost) -> None:
+        self.host = host
+        self.queue: deque[_Entry] = deque()
+        # (participant, reads) to send now: not with the group, since the reads are a
+        # deterministic function of the input, and a re-send after a crash is identical
+        self.outbox: list[tuple[int, Reads]] = []
+        # Reads received for batches not started yet: (stream, batch) -> sender -> part ->
+        # (reads, exchange offset); their offsets hold the exchange position back.
+        self._inbox: dict[tuple[str, int], dict[int, dict[int, tuple[Reads, int]]]] = {}
+        self._exchange_next = 0
+
+    def holds(self, spanning: bool) -> bool:
+        """Whether input of this kind must wait: a spanning batch while the queue is full,
+        anything else while it is not empty."""
+        return len(self.queue) >= MAX_QUEUED if spanning else bool(self.queue)
+
+    def process(
+        self,
+        stream: str,
+        batch_id: int,
+        tuples: Sequence[Record],
+        source: tuple[str, int, int] | None,
+        record: bytes | None,
+    ) -> None:
+        """Queue the next batch of a spanning stream, and move the queue on."""
+        host = self.host
+        (proc,) = host.df.consumers[stream]
+        assert proc.touches is not None
+        entry = _Entry(proc, batch_id, tuples, source, record, None)
+        try:
+            entry.plan = SpanPlan.of(proc.touches, tuples, host.owner)
+        except Exception as e:  # every engine fails alike; engine 0 speaks for them
+            if host.partition == 0:
+                detail = exception_detail(e)
+                entry.aborts.append(AbortRecord(proc.name, stream, batch_id, "bad_touches", detail))
+            entry.state = _State.DONE
+        else:
+            if host.partition not in entry.plan.participants:
+                entry.state = _State.DONE
+            entry.local = frozenset(entry.plan.local(host.partition))
+        self.queue.append(entry)
+        self._advance()
+
+    def last_queued(self, stream: str) -> int | None:
+        """The highest batch id of `stream` queued (the queue holds one stream's batches
+        in id order, per stream)."""
+        ids = [e.batch_id for e in self.queue if e.proc.input == stream]
+        return ids[-1] if ids else None
+
+    def repeat(self, stream: str, batch_id: int, record: bytes | None) -> bool:
+        """A batch id already queued: True for an exact re-send of that batch (skipped);
+        False otherwise, for the caller to dead-letter."""
+        entry = self._entry(stream, batch_id)
+        if entry is not None and record is not None and entry.record == record:
+            self.host.group.stale[(stream, "resend")] += 1
+            return True
+        return False
+
+    def receive(self, reads: Reads, source: tuple[str, int, int]) -> None:
+        """Another participant's reads (or a part of them); a repeat, and reads for a batch
+        taken in already, are dropped."""
+        topic, part, offset = source
+        self._exchange_next = max(self._exchange_next, offset + 1)
+        last = self.host.sys_value(last_batch_key(reads.stream, self.host.partition))
+        entry = self._entry(reads.stream, reads.batch_id)
+        taken = (
+            entry is not None
+            and entry.state is not _State.QUEUED
+            and (reads.sender not in entry.missing)
+        )
+        if (last is None or reads.batch_id > last) and not taken:
+            senders = self._inbox.setdefault((reads.stream, reads.batch_id), {})
+            senders.setdefault(reads.sender, {}).setdefault(reads.part, (reads, offset))
+        self._advance()
+        held = [o for senders in self._inbox.values() for parts in senders.values()
+                for _, o in parts.values()]  # fmt: skip
+        held += [o for e in self.queue for o in e.offsets]
+        self.host.set_sys(position_key(topic, part), min(held, default=self._exchange_next))
+
+    def _entry(self, stream: str, batch_id: int) -> _Entry | None:
+        for e in self.queue:
+            if e.proc.input == stream and e.batch_id == batch_id:
+                return e
+        return None
+
+    def _advance(self) -> None:
+        """Start what may start, run in order what has its reads, complete what ran."""
+        busy: set[tuple[str, Key]] = set()  # keys here of earlier batches not run yet
+        in_order = True  # every batch before this one has run
+        for e in self.queue:
+            if e.state is _State.QUEUED and not (e.local & busy):
+                self._start(e)
+            if e.state is _State.SENT:
+                self._take(e)
+                if in_order and not e.missing:
+                    self._run(e)
+            if e.state is not _State.DONE:
+                busy |= e.local
+                in_order = False
+        while self.queue and self.queue[0].state is _State.DONE:
+            self._finish(self.queue.popleft())
+
+    def _start(self, e: _Entry) -> None:
+        host, me = self.host, self.host.partition
+        assert e.plan is not None
+        e.rows = local_reads(e.plan, me, host.group.ws, host.base)
+        e.missing = set(e.plan.participants - {me})
+        for q in sorted(e.missing):
+            self.outbox.append((q, Reads(e.proc.input, e.batch_id, me, e.rows)))
+        e.state = _State.SENT
+
+    def _take(self, e: _Entry) -> None:
+        """Take in every sender's reads whose parts are all in."""
+        senders = self._inbox.get((e.proc.input, e.batch_id), {})
+        for sender in [s for s in senders if s in e.missing]:
+            parts = senders[sender]
+            if len(parts) < next(iter(parts.values()))[0].parts:
+                continue
+            for reads, offset in parts.values():
+                e.rows.update(reads.rows)
+                e.offsets.append(offset)
+            e.missing.discard(sender)
+            del senders[sender]
+        if not senders:
+            self._inbox.pop((e.proc.input, e.batch_id), None)
+
+    def _run(self, e: _Entry) -> None:
+        host, me = self.host, self.host.partition
+        assert e.plan is not None
+        span = Span(e.plan, SpanBase(e.plan, me, host.base, e.rows), me, e.plan.leader == me)
+        host.run_span(e.proc, e.batch_id, e.tuples, span)
+        e.state = _State.DONE
+        self._inbox.pop((e.proc.input, e.batch_id), None)
+
+    def _finish(self, e: _Entry) -> None:
+        """The batch and every one before it are done: it completes, in batch order."""
+        host, group, stream = self.host, self.host.group, e.proc.input
+        group.aborts += e.aborts
+        host.set_sys(last_batch_key(stream, host.partition), e.batch_id)
+        group.records[stream] = e.record
+        group.batches += 1
+        group.first_batch_ids.setdefault(stream, e.batch_id)
+        group.last_batch_ids[stream] = e.batch_id
+        if e.source is not None:
+            topic, part, offset = e.source
+            host.set_sys(position_key(topic, part), offset + 1)
