@@ -255,6 +255,30 @@ def test_a_keyed_event_lands_on_the_partition_that_oltp_routes_its_key_to(
     assert sum(1 for phones in got.values() if phones) > 1, "the votes spread over the lanes"
 
 
+def test_a_broadcast_route_seals_each_batch_onto_every_partition(
+    settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any]
+) -> None:
+    """The input of a spanning procedure: every engine must see every batch, in order."""
+    raw, app, lanes = new_topic("raw"), unique("seqapp"), 3
+    TopicAdmin(settings).create_topic(AppTopics(app).stream("votes"), lanes)
+    sent = [vote(i, batch_id=1 + i // 4) for i in range(20)]
+    produce_events(settings, raw, sent)
+    proc, _ = start(raw, app=app, batch_id_field="batch_id", broadcast=True)
+
+    def placed() -> dict[int, list[tuple[int, list[int]]]]:
+        by_partition = batches_by_partition(settings, app, "votes", SCHEMA)
+        return {p: [(b.batch_id, [t["vote_id"] for t in b.tuples]) for b in bs]
+                for p, bs in by_partition.items()}  # fmt: skip
+
+    def complete() -> bool:
+        return all(sum(len(ids) for _, ids in bs) == len(sent) for bs in placed().values())
+
+    wait_until(complete, 60, proc.alive, "every vote on every partition")
+    assert proc.terminate() == 0
+    expected = [(b, [v["vote_id"] for v in sent if v["batch_id"] == b]) for b in range(1, 6)]
+    assert placed() == dict.fromkeys(range(lanes), expected)
+
+
 def test_poison_pills_are_dead_lettered_and_the_next_event_is_sealed(
     settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any]
 ) -> None:

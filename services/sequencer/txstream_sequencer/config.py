@@ -42,6 +42,9 @@ class Route(BaseModel, extra="forbid"):
     max_bytes: int = Field(900_000, gt=0)
     seal_after_ms: int = Field(200, gt=0)
     gate: bool = False  # admit batch b+1 only after the app committed batch b
+    # every sealed batch to every partition: the input of a spanning procedure, which each
+    # partition engine must see whole and in order (docs/partitioning.md)
+    broadcast: bool = False
 
     @model_validator(mode="after")
     def _one_id_source(self) -> Route:
@@ -58,6 +61,15 @@ class Route(BaseModel, extra="forbid"):
             raise ValueError(
                 f"route {self.topic!r}: set exactly one of batch_id_field, batch_id_header,"
                 f" or a batching policy (policy_events and/or policy_ms); got {sources or 'none'}"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _broadcast_has_no_key(self) -> Route:
+        if self.broadcast and self.key_field is not None:
+            raise ValueError(
+                f"route {self.topic!r}: a broadcast route sends every batch to every "
+                f"partition, so key_field {self.key_field!r} would place nothing; drop one"
             )
         return self
 

@@ -48,7 +48,12 @@ class _Route:
     config: Route
     reader: EventReader
     codec: BatchCodec
+    partitions: int  # of the border topic
     lanes: dict[int, Lane] = field(default_factory=dict)
+
+    def targets(self, lane: int) -> range:
+        """The border partitions a batch of `lane` goes to: all of them when broadcast."""
+        return range(self.partitions) if self.config.broadcast else range(lane, lane + 1)
 
 
 class Sequencer:
@@ -110,18 +115,21 @@ class Sequencer:
             if route.border_topic not in existing:
                 admin.create_topic(route.border_topic, self.settings.kafka_partitions)
             out_parts = admin.partitions(route.border_topic)
+            # a broadcast route seals one sequence of batches: one lane, sent everywhere
+            lane_parts = out_parts[:1] if route.broadcast else out_parts
             r = _Route(
                 route,
                 EventReader(
                     self.registry.get(route.schema_name),
                     route.format,
-                    len(out_parts),
+                    len(lane_parts),
                     route.batch_id_field,
                     route.batch_id_header,
                     route.key_field,
                     self._schema_registry(route),
                 ),
                 BatchCodec(self.registry.get(route.schema_name)),
+                len(out_parts),
             )
             limits = Limits(
                 route.max_events,
@@ -130,7 +138,7 @@ class Sequencer:
                 route.policy_events,
                 route.policy_ms,
             )
-            for p in out_parts:
+            for p in lane_parts:
                 lane_id = (route.border_topic, p)
                 lane = Lane(
                     f"{route.stream}[{p}]", limits, states.get(lane_id, LaneState()), route.policy
@@ -233,7 +241,8 @@ class Sequencer:
         for batch in out.sealed:
             route = self.routes[batch.events[0].position[0]]
             value = route.codec.encode(route.config.stream, batch.batch_id, batch.tuples)
-            send(self.producer, route.config.border_topic, value, partition=batch.events[0].lane)
+            for p in route.targets(batch.events[0].lane):
+                send(self.producer, route.config.border_topic, value, partition=p)
         self._produce_dead(out.dead)
         for lane in changed:
             lane.state.compact(lane.pending_floor())

@@ -1,0 +1,25 @@
+"""The sequencer's route settings: what a route file may not combine."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from txstream_sequencer.config import Route
+
+BASE: dict[str, Any] = {"topic": "raw", "app": "a", "stream": "s", "schema": "leaderboard.Vote"}
+
+
+def test_a_route_needs_exactly_one_batch_id_source() -> None:
+    with pytest.raises(ValidationError, match="set exactly one of batch_id_field"):
+        Route.model_validate({**BASE, "batch_id_field": "b", "batch_id_header": "h"})
+
+
+def test_a_broadcast_route_takes_no_key_field() -> None:
+    with pytest.raises(ValidationError, match="a broadcast route sends every batch to every"):
+        Route.model_validate(
+            {**BASE, "batch_id_field": "b", "broadcast": True, "key_field": "phone_number"}
+        )
+    assert Route.model_validate({**BASE, "batch_id_field": "b", "broadcast": True}).broadcast
