@@ -16,9 +16,10 @@ from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.declarations import Record
+from txstream.recovery.changelog import committed_tables
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
-from txstream.state.codec import StateCodec, table_rows
+from txstream.state.codec import StateCodec
 
 
 class ResultError(RuntimeError):
@@ -68,23 +69,12 @@ def committed_result(
     topics = AppTopics(app.name)
     registry = SchemaRegistry(settings.schema_dir)
     outcome_codec = BatchCodec(registry.get(app.decl.streams["order_outcomes"].schema))
-    codec = StateCodec(app.dataflow(), registry)
     outcomes: list[Record] = []
-    tables: dict[str, dict[Any, Record]] = {}
     for p in range(partitions):
         progress(f"reading partition {p}'s outcomes")
         for msg in read_to_committed_end(settings, topics.stream("order_outcomes"), p):
             outcomes.extend(outcome_codec.decode(msg.value() or b"").tuples)
-        progress(f"reading partition {p}'s changelog")
-        state: dict[bytes, bytes] = {}
-        for msg in read_to_committed_end(settings, topics.changelog, p):
-            key, value = msg.key(), msg.value()
-            if key is None:
-                continue
-            if value is None:
-                state.pop(key, None)
-            else:
-                state[key] = value
-        for table, rows in table_rows(codec, state).items():
-            tables.setdefault(table, {}).update(rows)
+    progress("reading the changelogs")
+    codec = StateCodec(app.dataflow(), registry)
+    tables = committed_tables(settings, codec, topics.changelog, partitions)
     return from_outcomes(outcomes, tables, events)

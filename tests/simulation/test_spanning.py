@@ -14,11 +14,14 @@ from pathlib import Path
 
 import pytest
 
+from bank.stream_transfers import build_app as build_transfers
 from orders.files import Shop
 from orders.gen import generate
 from orders.reference import run as reference
 from tests.faults.scale import scaled
-from tests.simulation.spanning import OrdersSim
+from tests.simulation.spanning import Log, OrdersSim, SpanCluster, broadcast
+from txstream.kafka.routing import partition_of
+from txstream.model.declarations import Record
 
 
 def seeds() -> list[int]:
@@ -53,3 +56,46 @@ def test_an_order_spans_engines(tmp_path: Path) -> None:
     sim.run()
     assert sim.exchanged() > 0
     assert sim.result().to_json() == reference(shop).to_json()
+
+
+def serial_transfers(opening: dict[int, int], transfers: list[Record]) -> dict[int, int]:
+    balances = dict(opening)
+    for t in transfers:
+        payer, payee, amount = t["payer"], t["payee"], t["amount"]
+        known = payer in balances and payee in balances and payer != payee
+        if known and balances[payer] >= amount:
+            balances[payer] -= amount
+            balances[payee] += amount
+    return balances
+
+
+@pytest.mark.parametrize("seed", range(scaled(40, 600)))
+def test_stream_transfers_conserve_money_and_equal_serial(seed: int) -> None:
+    """TSpoon's transfers as a spanning dataflow (`bank.stream_transfers`), with crashes."""
+    rng = random.Random(seed)
+    partitions, accounts = rng.randint(1, 4), rng.randint(2, 12)
+    opening = {a: rng.randint(0, 100) for a in range(accounts)}
+    transfers: list[Record] = [
+        {
+            "seq": i,
+            "payer": rng.randrange(accounts + 1),
+            "payee": rng.randrange(accounts),
+            "amount": rng.randint(1, 60),
+        }
+        for i in range(rng.randint(1, 80))
+    ]
+    opens: Log = [[] for _ in range(partitions)]
+    for a, balance in opening.items():
+        p = partition_of((a,), partitions)
+        opens[p].append(("opens", len(opens[p]) + 1, [{"account": a, "balance": balance}]))
+    k = rng.choice([1, 3, 50])
+    batches = [transfers[i : i + k] for i in range(0, len(transfers), k)]
+    phases = [{"opens": opens}, {"transfers": broadcast("transfers", batches, partitions)}]
+    cluster = SpanCluster(build_transfers(), partitions, phases, seed)
+    cluster.run(crash_rate=rng.choice([0.0, 0.05]))
+    got = {k[0]: row["balance"] for k, row in cluster.tables()["accounts"].items()}
+    assert got == serial_transfers(opening, transfers), f"seed {seed}: P={partitions} K={k}"
+    assert sum(got.values()) == sum(opening.values())
+    assert sorted(t["seq"] for o in cluster.outputs for t in o.tuples) == list(
+        range(len(transfers))
+    )

@@ -11,6 +11,8 @@ from collections.abc import Callable
 
 from txstream.config import Settings
 from txstream.kafka.read import read_to_committed_end
+from txstream.model.declarations import Key, Record
+from txstream.state.codec import StateCodec, table_rows
 from txstream.state.committed import CommittedState
 
 
@@ -47,3 +49,24 @@ def restore(
         if progress is not None:
             progress(applied)
     return applied
+
+
+def committed_tables(
+    settings: Settings, codec: StateCodec, changelog: str, partitions: int
+) -> dict[str, dict[Key, Record]]:
+    """Every partition's committed rows, merged (a key lives on one partition), rebuilt
+    from the changelog alone: what a reader outside the engines sees as committed state."""
+    tables: dict[str, dict[Key, Record]] = {}
+    for p in range(partitions):
+        state: dict[bytes, bytes] = {}
+        for msg in read_to_committed_end(settings, changelog, p):
+            key, value = msg.key(), msg.value()
+            if key is None:
+                continue
+            if value is None:
+                state.pop(key, None)
+            else:
+                state[key] = value
+        for table, rows in table_rows(codec, state).items():
+            tables.setdefault(table, {}).update(rows)
+    return tables

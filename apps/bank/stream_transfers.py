@@ -1,0 +1,56 @@
+"""TSpoon's bank transfers as a dataflow: a stream of transfers, each between two accounts
+that usually live on different partition engines.
+
+`transfer` is a spanning procedure: each batch of transfers runs as one transaction across
+the engines owning its accounts, serializable in input order (TSpoon's PL4), so a transfer
+sees every earlier one and money is neither created nor lost. A transfer that would
+overdraw is refused (and reported), not aborted: the rest of its batch goes on. Accounts
+are opened first, each on its own partition, by `open_accounts`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from txstream import App, Record, TxnContext
+
+
+def build_app(name: str = "transfers") -> App:
+    app = App(name)
+    opens = app.stream("opens", schema="bank.Opening", key_field="account")
+    transfers = app.stream("transfers", schema="bank.Transfer")
+    outcomes = app.stream("transfer_outcomes", schema="bank.TransferOutcome")
+    app.table("accounts", schema="bank.Account")
+
+    @app.procedure(input=opens)
+    def open_accounts(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        for row in batch:
+            ctx.table("accounts").put(row["account"], {"balance": row["balance"]})
+
+    def touches(t: Record) -> list[tuple[str, int]]:
+        return [("accounts", t["payer"]), ("accounts", t["payee"])]
+
+    @app.procedure(input=transfers, outputs=[outcomes], touches=touches)
+    def transfer(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        accounts = ctx.table("accounts")
+        for t in batch:
+            payer, payee = accounts.get(t["payer"]), accounts.get(t["payee"])
+            if payer is None or payee is None:
+                outcome = "no_account"
+            elif t["payer"] == t["payee"]:
+                outcome = "same_account"
+            elif payer["balance"] < t["amount"]:
+                outcome = "insufficient_funds"
+            else:
+                accounts.put(t["payer"], {"balance": payer["balance"] - t["amount"]})
+                accounts.put(t["payee"], {"balance": payee["balance"] + t["amount"]})
+                outcome = "done"
+            ctx.emit("transfer_outcomes", {"seq": t["seq"], "outcome": outcome})
+
+    return app
+
+
+def from_params(params: Mapping[str, Any]) -> App:
+    """The worker's factory: `{"name": ...}`."""
+    return build_app(str(params.get("name", "transfers")))

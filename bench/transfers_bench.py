@@ -1,0 +1,253 @@
+"""TSpoon's bank transfers as a dataflow at PL4: transfers/s against batch size and workers.
+
+    .venv/bin/python bench/transfers_bench.py --accounts 10000 --transfers 20000
+
+Accounts open with 100 each; each transfer moves 1..100 between two uniformly random
+accounts (TSpoon's workload), so with P partitions most transfers span two engines. The
+transfers stream is read by a spanning procedure (`bank.stream_transfers`): each batch runs
+as one transaction across the engines owning its accounts, serializable in input order
+(TSpoon's PL4). For each batch size K and worker count W a fresh app runs on P partitions;
+the run is timed from the first transfer sent to the last batch committed on every
+partition. Every run's outcomes and balances must equal a serial execution, and the total
+must be unchanged; a mismatch fails the benchmark. Only PL4 exists here (no cheaper level is
+built), so TSpoon's PL3 figure is the published anchor, not a run. JSON: --out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import shlex
+import sys
+import time
+import uuid
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import Producer
+from machine_info import machine, machine_text
+
+from bank.stream_transfers import build_app
+from orders.commits import CommitWatch
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import send, transactional_producer_config
+from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics, ensure_app_topics
+from txstream.model.app import App
+from txstream.model.declarations import Record
+from txstream.recovery.changelog import committed_tables
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
+from txstream.stack.stack import Stack
+from txstream.stack.supervisor import Policy, Supervised
+from txstream.state.codec import StateCodec
+
+OPENING = 100
+TSPOON_PL3_PER_CORE = 172
+
+
+def workload(accounts: int, transfers: int, seed: int) -> list[Record]:
+    rng = random.Random(seed)
+    return [
+        {
+            "seq": i,
+            "payer": rng.randrange(accounts),
+            "payee": rng.randrange(accounts),
+            "amount": rng.randint(1, 100),
+        }
+        for i in range(transfers)
+    ]
+
+
+def serial(accounts: int, transfers: list[Record]) -> tuple[list[str], dict[int, int]]:
+    balances = dict.fromkeys(range(accounts), OPENING)
+    outcomes = []
+    for t in transfers:
+        payer, payee, amount = t["payer"], t["payee"], t["amount"]
+        if payer == payee:
+            outcomes.append("same_account")
+        elif balances[payer] < amount:
+            outcomes.append("insufficient_funds")
+        else:
+            balances[payer] -= amount
+            balances[payee] += amount
+            outcomes.append("done")
+    return outcomes, balances
+
+
+class TransfersRun:
+    def __init__(self, settings: Settings, args: argparse.Namespace, k: int, w: int) -> None:
+        self.settings, self.args, self.k, self.w = settings, args, k, w
+        self.app: App = build_app(f"transfers-{uuid.uuid4().hex[:10]}")
+        self.topics = AppTopics(self.app.name)
+        registry = SchemaRegistry(settings.schema_dir)
+        self.registry = registry
+        self.codecs = {
+            s.name: BatchCodec(registry.get(s.schema)) for s in self.app.decl.streams.values()
+        }
+
+    def _producer(self) -> Producer:
+        conf = transactional_producer_config(self.settings, f"loader-{self.app.name}")
+        producer = Producer({**conf, "linger.ms": 5})
+        producer.init_transactions(60)
+        return producer
+
+    def _send(self, producer: Producer, stream: str, p: int, batch_id: int, rows: Any) -> None:
+        value = self.codecs[stream].encode(stream, batch_id, rows)
+        send(producer, self.topics.stream(stream), value, partition=p)
+
+    def run(self, transfers: list[Record]) -> dict[str, Any]:
+        a, parts = self.args, self.args.partitions
+        ensure_app_topics(TopicAdmin(self.settings), self.app, parts)
+        producer = self._producer()
+        rows: list[list[Record]] = [[] for _ in range(parts)]
+        for acct in range(a.accounts):
+            rows[partition_of((acct,), parts)].append({"account": acct, "balance": OPENING})
+        opened = [0] * parts
+        producer.begin_transaction()
+        for p, part_rows in enumerate(rows):
+            for start in range(0, len(part_rows), 1000):
+                opened[p] += 1
+                self._send(producer, "opens", p, opened[p], part_rows[start : start + 1000])
+        producer.commit_transaction()
+        batches = [transfers[i : i + self.k] for i in range(0, len(transfers), self.k)]
+        services = self._workers()
+        watch = CommitWatch(self.settings, self.topics.commits, parts)
+
+        def alive() -> bool:
+            return all(s.supervisor.live_pid() is not None for s in services)
+
+        try:
+            for s in services:
+                s.start()
+            watch.wait({"opens": opened}, 600, alive)
+            started = time.monotonic()
+            producer.begin_transaction()
+            for b, batch in enumerate(batches, 1):
+                for p in range(parts):
+                    self._send(producer, "transfers", p, b, batch)
+                if b % 2000 == 0:
+                    producer.commit_transaction()
+                    producer.begin_transaction()
+            producer.commit_transaction()
+            watch.wait({"transfers": [len(batches)] * parts}, 1800, alive)
+            elapsed = time.monotonic() - started
+        finally:
+            watch.close()
+            for s in services:
+                s.stop()
+        return {"elapsed_s": elapsed, **self._read_back()}
+
+    def _workers(self) -> list[Supervised]:
+        txstream = str(Path(sys.executable).with_name("txstream"))
+        params = json.dumps({"name": self.app.name})
+        argv = [txstream, "worker", "run", "--app", "bank.stream_transfers:from_params",
+                "--params", params]  # fmt: skip
+        policy = Policy(max_restarts=10, window_s=60.0)
+        return [
+            Supervised(
+                f"{self.app.name}-worker-{i}",
+                [*argv, "--instance-id", str(i)],
+                self.settings,
+                policy=policy,
+            )
+            for i in range(self.w)
+        ]
+
+    def _read_back(self) -> dict[str, Any]:
+        codec = self.codecs["transfer_outcomes"]
+        outcomes: dict[int, str] = {}
+        for p in range(self.args.partitions):
+            topic = self.topics.stream("transfer_outcomes")
+            for msg in read_to_committed_end(self.settings, topic, p):
+                for t in codec.decode(msg.value() or b"").tuples:
+                    outcomes[t["seq"]] = t["outcome"]
+        state = StateCodec(self.app.dataflow(), self.registry)
+        tables = committed_tables(self.settings, state, self.topics.changelog, self.args.partitions)
+        balances = {k[0]: row["balance"] for k, row in tables.get("accounts", {}).items()}
+        return {"outcomes": [outcomes.get(i) for i in range(len(outcomes))], "balances": balances}
+
+    def delete_topics(self) -> None:
+        admin = TopicAdmin(self.settings)
+        admin.delete_topics(t for t in admin.list_topics() if t.startswith(f"{self.app.name}."))
+
+
+def measure(settings: Settings, args: argparse.Namespace, k: int, w: int) -> dict[str, Any]:
+    transfers = workload(args.accounts, args.transfers, args.seed)
+    want_outcomes, want_balances = serial(args.accounts, transfers)
+    print(f"K={k} W={w} ...", file=sys.stderr, flush=True)
+    run = TransfersRun(settings, args, k, w)
+    try:
+        got = run.run(transfers)
+    finally:
+        run.delete_topics()
+    total = sum(got["balances"].values())
+    return {
+        "batch_size": k,
+        "workers": w,
+        "partitions": args.partitions,
+        "transfers_per_s": round(args.transfers / got["elapsed_s"], 1),
+        "done": got["outcomes"].count("done"),
+        "refused": sum(1 for o in got["outcomes"] if o != "done"),
+        "conserved": total == OPENING * args.accounts,
+        "equals_serial": got["outcomes"] == want_outcomes and got["balances"] == want_balances,
+    }
+
+
+def table(rows: list[dict[str, Any]]) -> str:
+    lines = [
+        "| K | workers | partitions | transfers/s | done | refused | total unchanged | "
+        "equals serial |",
+        "|---:|---:|---:|---:|---:|---:|---|---|",
+    ]
+    for r in rows:
+        lines.append(
+            f"| {r['batch_size']} | {r['workers']} | {r['partitions']} | "
+            f"{r['transfers_per_s']:,.0f} | {r['done']:,} | {r['refused']:,} | "
+            f"{'yes' if r['conserved'] else 'NO'} | {'yes' if r['equals_serial'] else 'NO'} |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    p.add_argument("--accounts", type=int, default=10_000)
+    p.add_argument("--transfers", type=int, default=20_000)
+    p.add_argument("--partitions", type=int, default=4)
+    p.add_argument("--workers", default="1,2")
+    p.add_argument("--batch-sizes", default="1,10")
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--out", type=Path, default=Path("build/bench/transfers_bench.json"))
+    args = p.parse_args()
+    settings = Settings()
+    Stack(settings).up_kafka(lambda line: print(line, file=sys.stderr))
+    rows = [
+        measure(settings, args, int(k), int(w))
+        for k in args.batch_sizes.split(",")
+        for w in args.workers.split(",")
+    ]
+    m = machine()
+    doc = {
+        "date": date.today().isoformat(),
+        "machine": m,
+        "command": " ".join(
+            [".venv/bin/python bench/transfers_bench.py", *map(shlex.quote, sys.argv[1:])]
+        ),
+        "rows": rows,
+        "anchor": {"tspoon_pl3_per_core": TSPOON_PL3_PER_CORE},
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(doc, indent=2, default=str))
+    print(f"\n{doc['date']}, {machine_text(m)}; `{doc['command']}`\n")
+    print(table(rows))
+    per_core = max(r["transfers_per_s"] for r in rows) / (m["cores"] or 1)
+    print(f"\nbest per core: {per_core:,.0f}/s (TSpoon PL3: {TSPOON_PL3_PER_CORE}/s per core)")
+    return 0 if all(r["conserved"] and r["equals_serial"] for r in rows) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
