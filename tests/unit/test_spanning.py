@@ -8,6 +8,7 @@ import pytest
 
 from txstream import App, Record, TxnContext
 from txstream.config import Settings
+from txstream.engine.group import SYS_TABLE, Outcome
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.spanning import Reads
 from txstream.model.declarations import Key
@@ -102,3 +103,28 @@ def test_large_reads_travel_in_parts() -> None:
     for p in parts:
         merged.update(p.rows)
     assert merged == rows
+
+
+def test_a_queued_batch_re_sent_is_skipped_and_another_with_its_id_dead_lettered() -> None:
+    engine = PartitionEngine(spanning_app().dataflow(), MemoryState(), 0, {},
+                             owner=lambda key: int(key[0]) % 2)  # fmt: skip
+    first = [
+        {"employer": 0, "employee": 0, "amount": 5},
+        {"employer": 1, "employee": 0, "amount": 1},
+    ]
+    assert engine.process("events", 1, first, ("ev", 0, 0), b"one") is Outcome.PROCESSED
+    assert [q for q, _ in engine.spans.outbox] == [1]  # its reads went to engine 1; it waits
+    assert engine.process("events", 1, first, ("ev", 0, 1), b"one") is Outcome.DUPLICATE
+    assert engine.process("events", 1, [], ("ev", 0, 2), b"other") is Outcome.STALE
+    group = engine.take_group()
+    assert [a.reason for a in group.aborts] == ["stale_batch_id"]
+    assert ("pos", "ev", 0) not in group.ws.tables.get(SYS_TABLE, {}), "nothing done: no position"
+
+
+def test_a_completed_batch_re_sent_is_skipped() -> None:
+    engine = PartitionEngine(spanning_app().dataflow(), MemoryState(), 0, {})
+    batch = [{"employer": 1, "employee": 0, "amount": 5}]
+    assert engine.process("events", 1, batch, ("ev", 0, 0), b"one") is Outcome.PROCESSED
+    assert engine.process("events", 1, batch, ("ev", 0, 1), b"one") is Outcome.DUPLICATE
+    group = engine.take_group()
+    assert group.aborts == [] and group.ws.tables[SYS_TABLE][("pos", "ev", 0)] == {"value": 2}

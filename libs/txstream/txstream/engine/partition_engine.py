@@ -167,16 +167,7 @@ class PartitionEngine:
         key = last_batch_key(stream, self.partition)
         last = self.sys_value(key)
         if stream in self.spanning:
-            queued = self.spans.last_queued(stream)
-            if (queued is None and (last is None or batch_id > last)) or (
-                queued is not None and batch_id > queued
-            ):
-                self.spans.process(stream, batch_id, tuples, source, record)
-                return Outcome.PROCESSED
-            if queued is not None and batch_id > (last or 0):
-                if self.spans.repeat(stream, batch_id, record):
-                    return Outcome.DUPLICATE
-                last = queued
+            return self._spanning_batch(stream, batch_id, tuples, source, record, last)
         if last is None or batch_id > last:
             self._source = None if source is None else (stream, source[0], source[2])
             if self.journal is Journal.BORDER:
@@ -225,6 +216,32 @@ class PartitionEngine:
         )
         self.group.stale[(stream, "dead_letter")] += 1
         return Outcome.STALE
+
+    def _spanning_batch(
+        self,
+        stream: str,
+        batch_id: int,
+        tuples: Sequence[Record],
+        source: tuple[str, int, int] | None,
+        record: bytes | None,
+        last: int | None,
+    ) -> Outcome:
+        """A spanning stream's batch: queued if its id is above every id taken (queued or
+        completed); an exact re-send is skipped, anything else dead-lettered. The input
+        position moves only as queued batches complete (`SpanRunner`)."""
+        queued = self.spans.last_queued(stream)
+        seen = last if queued is None else queued
+        if seen is None or batch_id > seen:
+            self.spans.process(stream, batch_id, tuples, source, record)
+            return Outcome.PROCESSED
+        repeat = queued is not None and batch_id > (last or 0)
+        if repeat and self.spans.repeat(stream, batch_id, record):
+            return Outcome.DUPLICATE
+        outcome = self._stale(stream, batch_id, seen, record)
+        if source is not None and not self.spans.queue:
+            topic, part, offset = source
+            self.set_sys(position_key(topic, part), offset + 1)
+        return outcome
 
     def run_span(
         self, proc: Procedure, batch_id: int, tuples: Sequence[Record], span: Span
