@@ -124,6 +124,8 @@ bench: up peers-venv
 	  --recovery-batches 5000 --out build/bench/recovery_bench.json --figures build/bench
 	$(BIN)/python bench/bank_bench.py --accounts 100000 --transfers 1000 --out build/bench/bank_bench.json
 	$(BIN)/python bench/etl_bench.py --votes 20000 --rate 1000
+	$(BIN)/python bench/orders_bench.py --events 3000 --workers 1,2 --batch-sizes 1 --out build/bench/orders_bench.json
+	$(BIN)/python bench/transfers_bench.py --accounts 2000 --transfers 3000 --workers 1 --batch-sizes 1,10
 	$(BIN)/python -m bench.commit_sweep --intervals 5,10,20 --sizes 1,10 --batches 8000 \
 	  --figures build/bench
 
@@ -136,6 +138,8 @@ bench-full: up peers-venv
 	$(BIN)/python bench/recovery_bench.py --batches 5000 --batches-off 100 --recovery-batches 5000,50000
 	$(BIN)/python bench/bank_bench.py --accounts 100000 --transfers 6000
 	$(BIN)/python bench/etl_bench.py --votes 50000 --rate 1000
+	$(BIN)/python bench/orders_bench.py --events 20000 --workers 1,2,4 --batch-sizes 1,10
+	$(BIN)/python bench/transfers_bench.py --accounts 10000 --transfers 20000 --workers 1,2 --batch-sizes 1,10
 
 clean: down
 	rm -rf .txstream build
