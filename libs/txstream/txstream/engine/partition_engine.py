@@ -126,6 +126,7 @@ class PartitionEngine:
         """Hand the accumulated group to the commit path and start a new one. A group
         taken `in_flight` is not in the base yet: the new one reads through its writes
         until `committed` says they are."""
+        self.spans.settle()
         group = self.group
         for stream, record in group.records.items():
             key = digest_key(stream, self.partition)

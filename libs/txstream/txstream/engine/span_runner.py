@@ -85,15 +85,24 @@ class SpanHost(Protocol):
 
 
 class SpanRunner:
+    """Each key here has a lock queue of the batches declaring it, in batch order; a batch
+    starts once it heads every one of its keys' queues (Calvin's deterministic locks), and
+    leaves them when it runs. Work per batch is a few dict operations, however long the
+    queue."""
+
     def __init__(self, host: SpanHost) -> None:
         self.host = host
         self.queue: deque[_Entry] = deque()
+        self._by_id: dict[tuple[str, int], _Entry] = {}
+        self._tail: dict[str, int] = {}  # stream -> its last batch id queued
+        self._locks: dict[tuple[str, Key], deque[_Entry]] = {}
         # (participant, reads) to send now: not with the group, since the reads are a
         # deterministic function of the input, and a re-send after a crash is identical
         self.outbox: list[tuple[int, Reads]] = []
         # Reads received for batches not started yet: (stream, batch) -> sender -> part ->
         # (reads, exchange offset); their offsets hold the exchange position back.
         self._inbox: dict[tuple[str, int], dict[int, dict[int, tuple[Reads, int]]]] = {}
+        self._exchange: tuple[str, int] | None = None  # the exchange (topic, partition)
         self._exchange_next = 0
 
     def holds(self, spanning: bool) -> bool:
@@ -126,18 +135,26 @@ class SpanRunner:
                 entry.state = _State.DONE
             entry.local = frozenset(entry.plan.local(host.partition))
         self.queue.append(entry)
-        self._advance()
+        self._by_id[(stream, batch_id)] = entry
+        self._tail[stream] = batch_id
+        if entry.state is _State.QUEUED:
+            free = True
+            for key in entry.local:
+                waiting = self._locks.setdefault(key, deque())
+                free = free and not waiting
+                waiting.append(entry)
+            if free:
+                self._start(entry)
+        self._run_ready()
 
     def last_queued(self, stream: str) -> int | None:
-        """The highest batch id of `stream` queued (the queue holds one stream's batches
-        in id order, per stream)."""
-        ids = [e.batch_id for e in self.queue if e.proc.input == stream]
-        return ids[-1] if ids else None
+        """The highest batch id of `stream` queued, if any is."""
+        return self._tail.get(stream)
 
     def repeat(self, stream: str, batch_id: int, record: bytes | None) -> bool:
         """A batch id already queued: True for an exact re-send of that batch (skipped);
         False otherwise, for the caller to dead-letter."""
-        entry = self._entry(stream, batch_id)
+        entry = self._by_id.get((stream, batch_id))
         if entry is not None and record is not None and entry.record == record:
             self.host.group.stale[(stream, "resend")] += 1
             return True
@@ -147,45 +164,43 @@ class SpanRunner:
         """Another participant's reads (or a part of them); a repeat, and reads for a batch
         taken in already, are dropped."""
         topic, part, offset = source
+        self._exchange = (topic, part)
         self._exchange_next = max(self._exchange_next, offset + 1)
-        last = self.host.sys_value(last_batch_key(reads.stream, self.host.partition))
-        entry = self._entry(reads.stream, reads.batch_id)
-        taken = (
-            entry is not None
-            and entry.state is not _State.QUEUED
-            and (reads.sender not in entry.missing)
-        )
-        if (last is None or reads.batch_id > last) and not taken:
-            senders = self._inbox.setdefault((reads.stream, reads.batch_id), {})
-            senders.setdefault(reads.sender, {}).setdefault(reads.part, (reads, offset))
-        self._advance()
+        key = (reads.stream, reads.batch_id)
+        entry = self._by_id.get(key)
+        if entry is None:
+            last = self.host.sys_value(last_batch_key(reads.stream, self.host.partition))
+            if last is not None and reads.batch_id <= last:
+                return  # a batch done here: a re-send after the sender's restart
+        elif entry.state is not _State.QUEUED and reads.sender not in entry.missing:
+            return  # taken in already
+        senders = self._inbox.setdefault(key, {})
+        senders.setdefault(reads.sender, {}).setdefault(reads.part, (reads, offset))
+        if entry is not None and entry.state is _State.SENT:
+            self._take(entry)
+            self._run_ready()
+
+    def settle(self) -> None:
+        """Record the exchange position a restart must read from: the oldest record still
+        needed (for a batch not completed), else past the last one read."""
+        if self._exchange is None:
+            return
         held = [o for senders in self._inbox.values() for parts in senders.values()
                 for _, o in parts.values()]  # fmt: skip
         held += [o for e in self.queue for o in e.offsets]
+        topic, part = self._exchange
         self.host.set_sys(position_key(topic, part), min(held, default=self._exchange_next))
 
-    def _entry(self, stream: str, batch_id: int) -> _Entry | None:
-        for e in self.queue:
-            if e.proc.input == stream and e.batch_id == batch_id:
-                return e
-        return None
-
-    def _advance(self) -> None:
-        """Start what may start, run in order what has its reads, complete what ran."""
-        busy: set[tuple[str, Key]] = set()  # keys here of earlier batches not run yet
-        in_order = True  # every batch before this one has run
-        for e in self.queue:
-            if e.state is _State.QUEUED and not (e.local & busy):
-                self._start(e)
-            if e.state is _State.SENT:
-                self._take(e)
-                if in_order and not e.missing:
-                    self._run(e)
-            if e.state is not _State.DONE:
-                busy |= e.local
-                in_order = False
-        while self.queue and self.queue[0].state is _State.DONE:
-            self._finish(self.queue.popleft())
+    def _run_ready(self) -> None:
+        """Run the head while it has every reads, and complete what ran, in batch order."""
+        queue = self.queue
+        while queue:
+            head = queue[0]
+            if head.state is _State.SENT and not head.missing:
+                self._run(head)
+            if head.state is not _State.DONE:
+                return
+            self._finish(queue.popleft())
 
     def _start(self, e: _Entry) -> None:
         host, me = self.host, self.host.partition
@@ -195,6 +210,7 @@ class SpanRunner:
         for q in sorted(e.missing):
             self.outbox.append((q, Reads(e.proc.input, e.batch_id, me, e.rows)))
         e.state = _State.SENT
+        self._take(e)
 
     def _take(self, e: _Entry) -> None:
         """Take in every sender's reads whose parts are all in."""
@@ -212,16 +228,30 @@ class SpanRunner:
             self._inbox.pop((e.proc.input, e.batch_id), None)
 
     def _run(self, e: _Entry) -> None:
+        """Run the batch, then release its keys: each next batch waiting on them starts
+        once it heads all of its keys' queues."""
         host, me = self.host, self.host.partition
         assert e.plan is not None
         span = Span(e.plan, SpanBase(e.plan, me, host.base, e.rows), me, e.plan.leader == me)
         host.run_span(e.proc, e.batch_id, e.tuples, span)
         e.state = _State.DONE
         self._inbox.pop((e.proc.input, e.batch_id), None)
+        for key in e.local:
+            waiting = self._locks[key]
+            waiting.popleft()  # it headed each of its keys' queues, or it had not started
+            if not waiting:
+                del self._locks[key]
+            elif waiting[0].state is _State.QUEUED and all(
+                self._locks[k][0] is waiting[0] for k in waiting[0].local
+            ):
+                self._start(waiting[0])
 
     def _finish(self, e: _Entry) -> None:
         """The batch and every one before it are done: it completes, in batch order."""
         host, group, stream = self.host, self.host.group, e.proc.input
+        del self._by_id[(stream, e.batch_id)]
+        if self._tail.get(stream) == e.batch_id:
+            del self._tail[stream]
         group.aborts += e.aborts
         host.set_sys(last_batch_key(stream, host.partition), e.batch_id)
         group.records[stream] = e.record
