@@ -31,6 +31,7 @@ from txstream.kafka.admin import (
 from txstream.kafka.clients import idempotent_producer_config, read_committed_consumer_config
 from txstream.kafka.routing import partition_of
 from txstream.oltp.messages import CoordinatorLog, Decision, Wire
+from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 
@@ -237,6 +238,30 @@ def test_envelope_produce_consume_round_trip(
 
     consumed = consume_json(env, topic, "--envelope")
     assert consumed == [{"stream": "votes", **b} for b in batches]
+
+
+def test_broadcast_batches_land_on_every_partition_in_order(
+    kafka: KafkaEnv, env: dict[str, str], new_topic: Callable[..., str]
+) -> None:
+    """The input of a spanning procedure: every engine must see every batch."""
+    topic = new_topic("cli-broadcast", partitions=3)
+    batches = [{"batch_id": b, "tuples": VOTES[b - 1 : b]} for b in (1, 2, 3)]
+    result = run(
+        env, "produce", "-t", topic, "-s", "clitest.Vote", "--envelope", "votes", "--broadcast",
+        input=lines(*batches),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "produced 3 batches (3 tuples) of stream votes to every partition" in result.stderr
+    codec = BatchCodec(SchemaRegistry(Path(env["TXSTREAM_SCHEMA_DIR"])).get("clitest.Vote"))
+    for p in range(3):
+        got = [codec.decode(v) for _, v in read_to_end(kafka.settings, topic, p)]
+        assert [(b.batch_id, list(b.tuples)) for b in got] == [
+            (b["batch_id"], b["tuples"]) for b in batches
+        ]
+    refused = run(env, "produce", "-t", topic, "-s", "clitest.Vote", "--envelope", "votes",
+                  "--broadcast", "--key-field", "state", input=lines(*batches))  # fmt: skip
+    assert refused.exit_code == 2
+    assert "--broadcast places every batch on every partition" in refused.stderr
 
 
 def test_an_envelope_batch_has_one_partition_key(

@@ -85,8 +85,22 @@ def produce(
             help='Lines are atomic batches {"batch_id": .., "tuples": [..]} of stream STREAM.',
         ),
     ] = None,
+    broadcast: Annotated[
+        bool,
+        typer.Option(
+            "--broadcast",
+            help="Every batch to every partition (with --envelope): the input of a spanning "
+            "procedure, which each partition engine must see whole.",
+        ),
+    ] = False,
 ) -> None:
     """Produce JSON lines as Avro records, all in one transaction, or nothing if any is invalid."""
+    if broadcast and (envelope is None or key_field is not None):
+        err.print(
+            "[red]error:[/red] --broadcast places every batch on every partition: it needs "
+            "--envelope, and takes no --key-field"
+        )
+        raise typer.Exit(2)
     settings = Settings()
     try:
         registry = SchemaRegistry(settings.schema_dir)
@@ -125,7 +139,7 @@ def produce(
             return
         headers: list[tuple[str, str | bytes | None]] = [(SCHEMA_HEADER, schema.encode())]
         try:
-            send_in_one_transaction(settings, topic, records, headers, bar, partitions)
+            send_in_one_transaction(settings, topic, records, headers, bar, partitions, broadcast)
         except KafkaException as e:
             reason = escape(f"nothing was committed to {topic}: {error_text(e)}")
             err.print(f"[red]error:[/red] {reason}")
@@ -136,7 +150,8 @@ def produce(
         if envelope is not None
         else plural(len(records), "record")
     )
-    err.print(f"produced {what} to {topic} in one transaction", markup=False)
+    where = f"to every partition of {topic}" if broadcast else f"to {topic}"
+    err.print(f"produced {what} {where} in one transaction", markup=False)
 
 
 def plain_encoder(schema: Schema, key_field: str | None) -> Encoder:
@@ -241,9 +256,11 @@ def send_in_one_transaction(
     headers: list[tuple[str, str | bytes | None]],
     bar: Progress,
     partitions: int,
+    broadcast: bool = False,
 ) -> None:
-    """Send every record in one transaction; on any failure abort it and re-raise."""
-    task = bar.add_task("producing", total=len(records))
+    """Send every record in one transaction (`broadcast`: each to every partition); on any
+    failure abort it and re-raise."""
+    task = bar.add_task("producing", total=len(records) * (partitions if broadcast else 1))
     failures: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, _: Message) -> None:
@@ -259,9 +276,15 @@ def send_in_one_transaction(
     producer.begin_transaction()
     try:
         for r in records:
-            placed = {} if r.route is None else {"partition": partition_of(r.route, partitions)}
-            send(producer, topic, r.value, key=r.key, on_delivery=delivered, headers=headers,
-                 **placed)  # fmt: skip
+            if broadcast:
+                places: list[dict[str, int]] = [{"partition": p} for p in range(partitions)]
+            elif r.route is None:
+                places = [{}]
+            else:
+                places = [{"partition": partition_of(r.route, partitions)}]
+            for placed in places:
+                send(producer, topic, r.value, key=r.key, on_delivery=delivered,
+                     headers=headers, **placed)  # fmt: skip
             producer.poll(0)
         producer.flush(TRANSACTION_TIMEOUT_S)
         if failures:
