@@ -114,6 +114,8 @@ def test_a_queued_batch_re_sent_is_skipped_and_another_with_its_id_dead_lettered
     ]
     assert engine.process("events", 1, first, ("ev", 0, 0), b"one") is Outcome.PROCESSED
     assert [q for q, _ in engine.spans.outbox] == [1]  # its reads went to engine 1; it waits
+    waiting = engine.spans.oldest_wait()
+    assert waiting is not None and waiting[:2] == (1, [1]) and waiting[2] >= 0
     assert engine.process("events", 1, first, ("ev", 0, 1), b"one") is Outcome.DUPLICATE
     assert engine.process("events", 1, [], ("ev", 0, 2), b"other") is Outcome.STALE
     group = engine.take_group()

@@ -16,6 +16,7 @@ While any batch is queued, nothing else that could write this engine's keys may 
 
 from __future__ import annotations
 
+import time
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -63,6 +64,7 @@ class _Entry:
     missing: set[int] = field(default_factory=set)
     offsets: list[int] = field(default_factory=list)  # exchange records taken for it
     aborts: list[AbortRecord] = field(default_factory=list)  # its `touches` failed
+    started: float = 0.0  # monotonic time its reads went out
 
 
 class SpanHost(Protocol):
@@ -191,6 +193,15 @@ class SpanRunner:
         topic, part = self._exchange
         self.host.set_sys(position_key(topic, part), min(held, default=self._exchange_next))
 
+    def oldest_wait(self) -> tuple[int, list[int], float] | None:
+        """The batch at the head, if it is waiting for reads: (batch id, the engines it
+        waits for, seconds since its own reads went out). A batch that waits long means an
+        engine is down or never got the batch (a spanning batch not broadcast)."""
+        head = self.queue[0] if self.queue else None
+        if head is None or head.state is not _State.SENT or not head.missing:
+            return None
+        return head.batch_id, sorted(head.missing), time.monotonic() - head.started
+
     def _run_ready(self) -> None:
         """Run the head while it has every reads, and complete what ran, in batch order."""
         queue = self.queue
@@ -210,6 +221,7 @@ class SpanRunner:
         for q in sorted(e.missing):
             self.outbox.append((q, Reads(e.proc.input, e.batch_id, me, e.rows)))
         e.state = _State.SENT
+        e.started = time.monotonic()
         self._take(e)
 
     def _take(self, e: _Entry) -> None:

@@ -79,6 +79,16 @@ INPUT_LAG = Gauge(
     "Committed input records not yet processed",
     ["app", "topic", "partition"],
 )
+SPAN_QUEUED = Gauge(
+    "txstream_spanning_queued_batches",
+    "Spanning batches queued in an engine (sent and waiting for reads, or for their keys)",
+    ["app", "partition"],
+)
+SPAN_WAIT_SECONDS = Gauge(
+    "txstream_spanning_oldest_wait_seconds",
+    "How long the oldest started spanning batch has waited for the other engines' reads",
+    ["app", "partition"],
+)
 
 
 class TeLatency(Collector):

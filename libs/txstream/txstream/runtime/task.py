@@ -62,6 +62,8 @@ log = logging.getLogger(__name__)
 STORE_LOCK_WAIT_S = 60.0
 # While a commit is in flight the delivery loop looks back this often, to start the next.
 IN_FLIGHT_POLL_S = 0.001
+# A spanning batch waiting this long for other engines' reads is logged (then as often).
+SPAN_WARN_S = 10.0
 
 
 @dataclass(frozen=True)
@@ -110,6 +112,7 @@ class PartitionTask:
         self._abort_schema = registry.get("txstream.AbortRecord")
         self._notice_schema = registry.get("txstream.CommitNotice")
         self._group_started = 0.0
+        self._span_warned = 0.0
         self._in_flight: _InFlight | None = None
         self._since_snapshot = 0
         self._snapshot_at = time.monotonic()
@@ -333,9 +336,31 @@ class PartitionTask:
             raise RecoveryError(f"replayed {topic} record conflicts with a prepared transaction")
 
     def tick(self, inquire_every_s: float = 3.0) -> None:
-        """Time passes: a participant blocked on a 2PC decision asks for it again."""
+        """Time passes: a participant blocked on a 2PC decision asks for it again; a
+        spanning batch waiting long for other engines is reported."""
         if self.engine.reinquire(inquire_every_s):
             self._group_started = time.monotonic()
+        if self.inputs.exchange:
+            self._report_spans()
+
+    def _report_spans(self) -> None:
+        labels = (self.app.name, str(self.partition))
+        metrics.SPAN_QUEUED.labels(*labels).set(len(self.engine.spans.queue))
+        waiting = self.engine.spans.oldest_wait()
+        metrics.SPAN_WAIT_SECONDS.labels(*labels).set(0.0 if waiting is None else waiting[2])
+        now = time.monotonic()
+        if (
+            waiting is not None
+            and waiting[2] >= SPAN_WARN_S
+            and now >= self._span_warned + SPAN_WARN_S
+        ):
+            self._span_warned = now
+            batch_id, engines, waited = waiting
+            log.warning(
+                "p%d: spanning batch %d has waited %.0f s for reads from engines %s: is each "
+                "up, and was the batch sent to every partition?",
+                self.partition, batch_id, waited, engines,
+            )  # fmt: skip
 
     def commit_due(self, end_of_run: bool = False, backlog: bool = False) -> bool:
         """Whether to start a commit now; `end_of_run` when the records at hand are all
