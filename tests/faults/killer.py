@@ -58,3 +58,16 @@ class Killer(threading.Thread):
                 os.kill(pid, signal.SIGKILL)
                 self.killed.append(pid)
                 last = pid
+
+
+def kill_leftovers(home: Path) -> None:
+    """SIGKILL, by pid, every process a run under `home` left behind (its services and their
+    supervisors), so a failed run cannot leak workers into the next test."""
+    run_dir = home / "run"
+    for pidfile in [*run_dir.glob("*.pid"), *run_dir.glob("*.supervisor")]:
+        try:
+            pid = int(pidfile.read_text())
+        except (OSError, ValueError):
+            continue
+        if is_alive(pid) and str(home) in cmdline(pid):
+            os.kill(pid, signal.SIGKILL)

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 from pathlib import Path
 
@@ -16,10 +15,9 @@ from orders.files import Shop
 from orders.gen import generate
 from orders.reference import run as reference
 from tests.conftest import KafkaEnv
-from tests.faults.killer import Killer
+from tests.faults.killer import Killer, kill_leftovers
 from tests.faults.scale import LONG, seeds
 from txstream.config import project_root
-from txstream.pids import cmdline, is_alive
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 WORKERS = 2
@@ -62,11 +60,7 @@ def test_sigkilled_workers_give_the_serial_reference(
         for k in killers:
             k.done.set()
             k.join()
-        run_dir = home / "run"
-        for pidfile in [*run_dir.glob("*.pid"), *run_dir.glob("*.supervisor")]:
-            pid = int(pidfile.read_text())
-            if is_alive(pid) and str(home) in cmdline(pid):
-                os.kill(pid, signal.SIGKILL)
+        kill_leftovers(home)
     assert run.returncode == 0, run.stdout + run.stderr
     killed = sum(len(k.killed) for k in killers)
     assert killed >= WORKERS * KILLS - 1, f"only {killed} kills: {run.stdout}"

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 from pathlib import Path
 from typing import Any
@@ -18,13 +17,12 @@ import pytest
 
 from leaderboard.votegen import write_votes_file
 from tests.conftest import KafkaEnv
-from tests.faults.killer import Killer
+from tests.faults.killer import Killer, kill_leftovers
 from tests.faults.scale import cases, scaled, seeds
 from tests.kafka_reads import read_to_end
 from tests.reference.leaderboard_ref import run_reference
 from txstream.config import Settings, project_root
 from txstream.model.declarations import RecoveryMode
-from txstream.pids import cmdline, is_alive
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
@@ -66,11 +64,7 @@ def test_sigkilled_worker_gives_the_reference_result_exactly_once(
     finally:
         killer.done.set()
         killer.join()
-        run_dir = home / "run"
-        for pidfile in [*run_dir.glob("*.pid"), *run_dir.glob("*.supervisor")]:
-            pid = int(pidfile.read_text())
-            if is_alive(pid) and str(home) in cmdline(pid):
-                os.kill(pid, signal.SIGKILL)
+        kill_leftovers(home)
     assert run.returncode == 0, run.stdout + run.stderr
     assert len(killer.killed) >= KILLS - 1, f"only {len(killer.killed)} kills: {run.stdout}"
     assert f"worker restarts: {len(killer.killed)}" in run.stdout
