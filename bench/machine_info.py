@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import shlex
+import sys
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -31,3 +35,22 @@ def machine() -> dict[str, Any]:
 def machine_text(m: dict[str, Any]) -> str:
     ram = "? GiB" if m["ram_gib"] is None else f"{m['ram_gib']:.1f} GiB"
     return f"{m['cores']} cores, {ram} RAM, Python {m['python']}"
+
+
+def write_report(
+    script: str, rows: list[dict[str, Any]], out: Path, **extra: Any
+) -> dict[str, Any]:
+    """The run's JSON document (date, machine, the command as typed, its rows) written to
+    `out`, with the line that heads its table in docs/benchmarks.md printed."""
+    m = machine()
+    doc = {
+        "date": date.today().isoformat(),
+        "machine": m,
+        "command": " ".join([f".venv/bin/python {script}", *map(shlex.quote, sys.argv[1:])]),
+        "rows": rows,
+        **extra,
+    }
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(doc, indent=2, default=str))
+    print(f"\n{doc['date']}, {machine_text(m)}; `{doc['command']}`\n")
+    return doc

@@ -13,15 +13,12 @@ topics are deleted after it. Prints the markdown table for docs/benchmarks.md; J
 from __future__ import annotations
 
 import argparse
-import json
-import shlex
 import statistics
 import sys
-from datetime import date
 from pathlib import Path
 from typing import Any
 
-from machine_info import machine, machine_text
+from machine_info import write_report
 
 from orders.files import Shop
 from orders.gen import generate
@@ -44,8 +41,10 @@ def run_one(settings: Settings, shop: Shop, config: RunConfig) -> RunReport:
         admin.delete_topics(t for t in admin.list_topics() if t.startswith(f"{orders.app.name}."))
 
 
-def percentile(values: list[float], q: float) -> float:
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1] if len(values) > 1 else 0
+def percentile(values: list[float], q: int) -> float:
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 def measure(
@@ -105,18 +104,7 @@ def main() -> int:
         for k in args.batch_sizes.split(",")
         for w in args.workers.split(",")
     ]
-    m = machine()
-    doc = {
-        "date": date.today().isoformat(),
-        "machine": m,
-        "command": " ".join(
-            [".venv/bin/python bench/orders_bench.py", *map(shlex.quote, sys.argv[1:])]
-        ),
-        "rows": rows,
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2, default=str))
-    print(f"\n{doc['date']}, {machine_text(m)}; `{doc['command']}`\n")
+    write_report("bench/orders_bench.py", rows, args.out)
     print(table(rows))
     return 0 if all(r["equals_reference"] for r in rows) else 1
 

@@ -18,16 +18,14 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import shlex
 import sys
 import time
 import uuid
-from datetime import date
 from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
-from machine_info import machine, machine_text
+from machine_info import write_report
 
 from bank.stream_transfers import build_app
 from orders.commits import CommitWatch
@@ -230,21 +228,14 @@ def main() -> int:
         for k in args.batch_sizes.split(",")
         for w in args.workers.split(",")
     ]
-    m = machine()
-    doc = {
-        "date": date.today().isoformat(),
-        "machine": m,
-        "command": " ".join(
-            [".venv/bin/python bench/transfers_bench.py", *map(shlex.quote, sys.argv[1:])]
-        ),
-        "rows": rows,
-        "anchor": {"tspoon_pl3_per_core": TSPOON_PL3_PER_CORE},
-    }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(doc, indent=2, default=str))
-    print(f"\n{doc['date']}, {machine_text(m)}; `{doc['command']}`\n")
+    doc = write_report(
+        "bench/transfers_bench.py",
+        rows,
+        args.out,
+        anchor={"tspoon_pl3_per_core": TSPOON_PL3_PER_CORE},
+    )
     print(table(rows))
-    per_core = max(r["transfers_per_s"] for r in rows) / (m["cores"] or 1)
+    per_core = max(r["transfers_per_s"] for r in rows) / (doc["machine"]["cores"] or 1)
     print(f"\nbest per core: {per_core:,.0f}/s (TSpoon PL3: {TSPOON_PL3_PER_CORE}/s per core)")
     return 0 if all(r["conserved"] and r["equals_serial"] for r in rows) else 1
 
