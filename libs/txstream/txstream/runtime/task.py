@@ -107,6 +107,7 @@ class PartitionTask:
         self.inputs = Inputs.of(app)
         self.wire = Wire(registry)
         self.reads = ReadsCodec(self.codec, registry)
+        self._spanning = bool(self.inputs.exchange)  # the app has spanning procedures
         # Inputs that arrive while a 2PC participant is blocked, in arrival order.
         self._deferred: deque[tuple[str, int, bytes | None]] = deque()
         self._abort_schema = registry.get("txstream.AbortRecord")
@@ -232,7 +233,7 @@ class PartitionTask:
         except StateStoreCorruption:
             self._drop_store()
             raise
-        if self.engine.spans.outbox:
+        if self._spanning and self.engine.spans.outbox:
             self._send_reads()
 
     def _send_reads(self) -> None:
@@ -283,7 +284,7 @@ class PartitionTask:
         if topic == self.topics.decisions:
             return self._oltp(topic, offset, value)
         stream = self.inputs.streams.get(topic)
-        if self.engine.spans.holds(spanning=stream in self.engine.spanning):
+        if self._spanning and self.engine.spans.holds(spanning=stream in self.engine.spanning):
             return False
         if stream is None:  # the coordinator's requests
             return self._oltp(topic, offset, value)
