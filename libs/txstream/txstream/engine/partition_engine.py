@@ -175,18 +175,28 @@ class PartitionEngine:
                 self.group.journal.append(self._entry(stream, batch_id, None))
             self._deliver(ws, stream, batch_id, tuples, None)
             self._source = None
-            ws.put(SYS_TABLE, key, {"value": batch_id})
-            self.group.records[stream] = record
-            self.group.batches += 1
-            self.group.first_batch_ids.setdefault(stream, batch_id)
-            self.group.last_batch_ids[stream] = batch_id
+            self.completed(stream, batch_id, record)
             outcome = Outcome.PROCESSED
         else:
             outcome = self._stale(stream, batch_id, last, record)
+        self.passed(source)
+        return outcome
+
+    def completed(self, stream: str, batch_id: int, record: bytes | None) -> None:
+        """Batch `batch_id` of `stream` is done here: the last one, its record's digest
+        kept, and counted in the group."""
+        self.set_sys(last_batch_key(stream, self.partition), batch_id)
+        self.group.records[stream] = record
+        self.group.batches += 1
+        self.group.first_batch_ids.setdefault(stream, batch_id)
+        self.group.last_batch_ids[stream] = batch_id
+
+    def passed(self, source: tuple[str, int, int] | None) -> None:
+        """The input record at `source` (topic, partition, offset) is behind us: the next
+        offset is the position, committed with the effects."""
         if source is not None:
             topic, part, offset = source
-            ws.put(SYS_TABLE, position_key(topic, part), {"value": offset + 1})
-        return outcome
+            self.set_sys(position_key(topic, part), offset + 1)
 
     def _stale(self, stream: str, batch_id: int, last: int, record: bytes | None) -> Outcome:
         """A batch id not above `last`: a re-send of the last batch, or a dead letter."""
@@ -239,9 +249,8 @@ class PartitionEngine:
         if repeat and self.spans.repeat(stream, batch_id, record):
             return Outcome.DUPLICATE
         outcome = self._stale(stream, batch_id, seen, record)
-        if source is not None and not self.spans.queue:
-            topic, part, offset = source
-            self.set_sys(position_key(topic, part), offset + 1)
+        if not self.spans.queue:
+            self.passed(source)
         return outcome
 
     def run_span(
@@ -287,8 +296,7 @@ class PartitionEngine:
     def reject(self, stream: str, source: tuple[str, int, int], reason: str, error: str) -> None:
         """An input record that is not a batch at all: record why, and move past it."""
         self.group.aborts.append(AbortRecord("<input>", stream, -1, reason, error))
-        topic, part, offset = source
-        self.group.ws.put(SYS_TABLE, position_key(topic, part), {"value": offset + 1})
+        self.passed(source)
 
     def _entry(self, stream: str, batch_id: int, procedure: str | None) -> JournalEntry:
         """A journal entry; it locates its input if that is the border batch in hand."""

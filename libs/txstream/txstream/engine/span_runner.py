@@ -80,6 +80,10 @@ class SpanHost(Protocol):
 
     def set_sys(self, key: tuple[str, str, int], value: int) -> None: ...
 
+    def completed(self, stream: str, batch_id: int, record: bytes | None) -> None: ...
+
+    def passed(self, source: tuple[str, int, int] | None) -> None: ...
+
     def run_span(
         self, proc: Procedure, batch_id: int, tuples: Sequence[Record], span: Span
     ) -> None:
@@ -265,11 +269,5 @@ class SpanRunner:
         if self._tail.get(stream) == e.batch_id:
             del self._tail[stream]
         group.aborts += e.aborts
-        host.set_sys(last_batch_key(stream, host.partition), e.batch_id)
-        group.records[stream] = e.record
-        group.batches += 1
-        group.first_batch_ids.setdefault(stream, e.batch_id)
-        group.last_batch_ids[stream] = e.batch_id
-        if e.source is not None:
-            topic, part, offset = e.source
-            host.set_sys(position_key(topic, part), offset + 1)
+        host.completed(stream, e.batch_id, e.record)
+        host.passed(e.source)

@@ -16,15 +16,14 @@ happens to be local or not), so a wrong declaration is an error, never a diverge
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 from txstream.engine.windows import WindowState
 from txstream.engine.writeset import Base, WriteSet, read
-from txstream.model.declarations import Key, Record
+from txstream.model.declarations import Key, Record, Touches
 from txstream.model.errors import TxnAbort
 
-Touched = Callable[[Record], Iterable[tuple[str, Key | int | str]]]
 Owner = Callable[[Key], int]
 Rows = dict[tuple[str, Key], Record | None]
 
@@ -33,17 +32,16 @@ Rows = dict[tuple[str, Key], Record | None]
 class SpanPlan:
     """Who takes part in one batch, and which keys it may touch."""
 
-    keys: frozenset[tuple[str, Key]]
-    owners: dict[tuple[str, Key], int]
+    owners: dict[tuple[str, Key], int]  # each declared (table, key) -> its engine
 
     @classmethod
-    def of(cls, touched: Touched, tuples: Sequence[Record], owner: Owner) -> SpanPlan:
-        keys = frozenset(
+    def of(cls, touches: Touches, tuples: Sequence[Record], owner: Owner) -> SpanPlan:
+        keys = {
             (table, key if isinstance(key, tuple) else (key,))
             for tup in tuples
-            for table, key in touched(tup)
-        )
-        return cls(keys, {k: owner(k[1]) for k in keys})
+            for table, key in touches(tup)
+        }
+        return cls({k: owner(k[1]) for k in keys})
 
     @property
     def participants(self) -> frozenset[int]:

@@ -135,8 +135,11 @@ class PartitionTask:
             }
         )
         self.producer.init_transactions(60)
-        self._reads_producer = Producer(
-            {**idempotent_producer_config(self.settings), "linger.ms": 0}
+        # only apps with spanning procedures send reads: no second producer for the rest
+        self._reads_producer = (
+            Producer({**idempotent_producer_config(self.settings), "linger.ms": 0})
+            if self._spanning
+            else None
         )
         self._reads_failed: list[KafkaError] = []
         started = time.monotonic()
@@ -192,7 +195,7 @@ class PartitionTask:
     def _owner(self) -> Owner | None:
         """Spanning procedures place keys by the routing function over the app's partition
         count, which the exchange topic has (it is made with the app's other topics)."""
-        if not self.inputs.exchange:
+        if not self._spanning:
             return None
         count = len(TopicAdmin(self.settings).partitions(self.topics.exchange))
         return partial(partition_of, partitions=count)
@@ -240,6 +243,7 @@ class PartitionTask:
         """Spanning reads go out at once, outside the group's transaction: the others wait
         for them, and they are a function of the input alone, so a restarted engine sends
         the same again (the receivers drop the repeat)."""
+        assert self._reads_producer is not None
         if self._reads_failed:
             raise RuntimeError(f"spanning reads not delivered: {self._reads_failed[0]}")
         for q, reads in self.engine.spans.outbox:
@@ -253,7 +257,7 @@ class PartitionTask:
         """Every read sent is acknowledged: a group that completes a spanning batch must
         not commit while this engine's reads for it could still be lost, since after the
         commit it would never send them again, and the others would wait for them."""
-        if self.inputs.exchange and self._reads_producer.flush(60) != 0:
+        if self._reads_producer is not None and self._reads_producer.flush(60) != 0:
             raise RuntimeError("spanning reads not delivered within 60 s")
         if self._reads_failed:
             raise RuntimeError(f"spanning reads not delivered: {self._reads_failed[0]}")
@@ -341,7 +345,7 @@ class PartitionTask:
         spanning batch waiting long for other engines is reported."""
         if self.engine.reinquire(inquire_every_s):
             self._group_started = time.monotonic()
-        if self.inputs.exchange:
+        if self._spanning:
             self._report_spans()
 
     def _report_spans(self) -> None:
@@ -489,7 +493,8 @@ class PartitionTask:
         self.committer.close()
         self.store.close()
         self.producer.flush(5)
-        self._reads_producer.flush(5)
+        if self._reads_producer is not None:
+            self._reads_producer.flush(5)
 
     def _drop_store(self) -> None:
         """Damage found while running: wipe the store, so the restart that follows this
