@@ -154,11 +154,16 @@ class GroupCommitter:
     ) -> None:
         p = self.partition
         outputs: dict[str, list[dict[str, Any]]] = {}
+        sender = str(p).encode()
         for out in group.outputs:
             batch = out.record  # sealed as its TE ended, if the engine has a RecordLimit
             if batch is None:
                 batch = self.batch_codecs[out.stream].encode(out.stream, out.batch_id, out.tuples)
-            outputs.setdefault(out.stream, []).append({"value": batch})
+            if out.hop is None:
+                outputs.setdefault(out.stream, []).append({"value": batch})
+            else:  # to the engine owning the tuples' new key, marked with who sent it
+                hop = self.topics.hop(out.hop)
+                send(self.producer, hop, batch, key=sender, partition=out.partition)
         for stream, records in outputs.items():
             send_many(self.producer, self.topics.stream(stream), records, p)
         if self.log_codec is None:

@@ -15,6 +15,7 @@ is encoded to be measured.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 
 from txstream.engine.group import OutputBatch
@@ -53,6 +54,7 @@ class RecordLimit:
         self.limit = limit
         self.batch_codecs = batch_codecs
         self.codec = codec
+        self.topics = topics
         self.changelog = topics.changelog
         self.stream_topics = {stream: topics.stream(stream) for stream in batch_codecs}
         self.bounds = {table: RowBound(table, schema) for table, schema in codec.tables.items()}
@@ -63,8 +65,11 @@ class RecordLimit:
         for out in outputs:
             record = self.batch_codecs[out.stream].encode(out.stream, out.batch_id, out.tuples)
             if len(record) > limit:
-                self._abort(self.stream_topics[out.stream], len(record))
-            sealed.append(OutputBatch(out.stream, out.batch_id, out.tuples, record))
+                topic = (
+                    self.stream_topics[out.stream] if out.hop is None else self.topics.hop(out.hop)
+                )
+                self._abort(topic, len(record))
+            sealed.append(dataclasses.replace(out, record=record))
         if self.checked:
             self._check_encoded(ws)
             return sealed

@@ -23,12 +23,16 @@ OLTP_STREAM = "__oltp__"  # journal entries for coordinator requests and decisio
 
 @dataclass(frozen=True)
 class OutputBatch:
-    """A committed TE's output batch; `record` is its encoded envelope, once sealed."""
+    """A committed TE's output batch; `record` is its encoded envelope, once sealed. With
+    `hop`, it is the part of the batch for repartitioned procedure `hop` on engine
+    `partition`, which goes to that procedure's topic instead of the stream's."""
 
     stream: str
     batch_id: int
     tuples: Sequence[Record]
     record: bytes | None = None
+    hop: str | None = None
+    partition: int = -1
 
 
 # Called as each top-level unit (a lone TE, a whole nested transaction, or an OLTP

@@ -34,6 +34,7 @@ from txstream.engine.group import (
     last_batch_key,
     position_key,
 )
+from txstream.engine.hops import hop_batches
 from txstream.engine.participant import Participant
 from txstream.engine.span_runner import Span, SpanRunner
 from txstream.engine.spanning import Owner, keep_local
@@ -96,6 +97,7 @@ class PartitionEngine:
         self.owner: Owner = owner or (lambda key: partition)
         self.spanning = frozenset(dataflow.spanning_streams)
         self.spans = SpanRunner(self)
+        self.hops = tuple(dataflow.decl.procedures[p] for p in dataflow.hops)
 
     @property
     def blocked(self) -> bool:
@@ -181,6 +183,22 @@ class PartitionEngine:
             outcome = self._stale(stream, batch_id, last, record)
         self.passed(source)
         return outcome
+
+    def process_hop(
+        self,
+        procedure: str,
+        batch_id: int,
+        tuples: Sequence[Record],
+        source: tuple[str, int, int],
+    ) -> None:
+        """Run repartitioned `procedure` on its part of batch `batch_id`, read at `source`
+        from its topic: one TE, whose effects commit with the topic's next offset. The
+        senders' transactions put each part there exactly once, so there is no batch id to
+        check: the position alone says what was done."""
+        proc = self.df.decl.procedures[procedure]
+        self._dispatch(self.group.ws, proc, proc.input, batch_id, tuples)
+        self.group.batches += 1
+        self.passed(source)
 
     def completed(self, stream: str, batch_id: int, record: bytes | None) -> None:
         """Batch `batch_id` of `stream` is done here: the last one, its record's digest
@@ -316,6 +334,8 @@ class PartitionEngine:
             self.pending[(stream, batch_id)] = tuples
             return
         for proc in self.df.consumers.get(stream, ()):
+            if proc.repartitioned:
+                continue  # its part of the batch was routed with the producing TE's outputs
             nested = self.df.nested_of.get(proc.name)
             if scope is None:
                 self._dispatch(parent, proc, stream, batch_id, tuples)
@@ -412,6 +432,8 @@ class PartitionEngine:
         try:
             proc.fn(ctx, tuples)
             outputs = [OutputBatch(s, batch_id, tups) for s, tups in ctx.outputs.items()]
+            if self.hops:
+                outputs += hop_batches(self.hops, outputs, self.owner)
             if self.seal is not None and scope is None:
                 # a spanning TE's every write and output, on every participant alike: a
                 # record too large aborts the batch everywhere, not on its owner alone
@@ -435,7 +457,8 @@ class PartitionEngine:
             ws.merge_into(parent)
         (scope.outputs if scope is not None else self.group.outputs).extend(outputs)
         for out in outputs:
-            self._deliver(parent, out.stream, batch_id, out.tuples, scope)
+            if out.hop is None:
+                self._deliver(parent, out.stream, batch_id, out.tuples, scope)
         return True
 
     def _abort(

@@ -78,6 +78,11 @@ class AppTopics:
         """Spanning procedures: engine p's reads for a batch, to the other participants."""
         return f"{self.app}.exchange"
 
+    def hop(self, procedure: str) -> str:
+        """A repartitioned procedure's input, partition q for the engine owning its keys;
+        each record keyed by the engine that sent it."""
+        return f"{self.app}.hop.{procedure}"
+
     @property
     def coordinator_log(self) -> str:
         """The coordinator's durable 2PC log (one partition, kept)."""
@@ -95,10 +100,12 @@ def ensure_topics(
     partitions: int,
     oltp: bool = False,
     exchange: bool = False,
+    hops: Iterable[str] = (),
 ) -> list[str]:
     """Create every topic the app needs that does not exist yet (idempotent); `oltp` adds
-    the coordinator's topics, for apps that register transactions, and `exchange` the
-    spanning procedures' topic. Returns the topics the app needs, in order."""
+    the coordinator's topics, for apps that register transactions, `exchange` the
+    spanning procedures' topic, and `hops` names the repartitioned procedures, each with
+    its input topic. Returns the topics the app needs, in order."""
     compacted = {"cleanup.policy": "compact"}
     kept = {"retention.ms": "-1", "retention.bytes": "-1"}
     wanted: dict[str, tuple[int, dict[str, str]]] = {
@@ -110,6 +117,8 @@ def ensure_topics(
     wanted[topics.commits] = (partitions, {})
     if exchange:
         wanted[topics.exchange] = (partitions, {})
+    for procedure in hops:
+        wanted[topics.hop(procedure)] = (partitions, {})
     if oltp:
         wanted[topics.requests] = (partitions, {})
         wanted[topics.decisions] = (partitions, {})
@@ -127,11 +136,13 @@ def ensure_topics(
 
 def ensure_app_topics(admin: TopicAdmin, app: App, partitions: int) -> list[str]:
     """`ensure_topics` for everything `app` declares."""
+    df = app.dataflow()
     return ensure_topics(
         admin,
         AppTopics(app.name),
         app.decl.streams,
         partitions,
         oltp=bool(app.decl.transactions),
-        exchange=bool(app.dataflow().spanning_streams),
+        exchange=bool(df.spanning_streams),
+        hops=df.hops,
     )

@@ -21,6 +21,7 @@ from txstream.model.declarations import (
     Constraint,
     Declarations,
     NestedTransaction,
+    PartitionBy,
     Procedure,
     ProcedureFn,
     Record,
@@ -101,6 +102,7 @@ class App:
         windows: Iterable[str | Window] = (),
         name: str | None = None,
         touches: Touches | None = None,
+        partition_by: PartitionBy | None = None,
     ) -> Callable[[ProcedureFn], ProcedureFn]:
         """Declare a stored procedure; each run on one input batch is one TE.
 
@@ -118,6 +120,7 @@ class App:
                 outputs=tuple(_name(o) for o in outputs),
                 windows=tuple(_name(w) for w in windows),
                 touches=touches,
+                partition_by=partition_by,
             )
             self._add(self.decl.procedures, proc, "procedure")
             return fn
@@ -167,11 +170,14 @@ class App:
 
     def dataflow(self) -> Dataflow:
         df = build_dataflow(self.decl)
-        if df.spanning_streams and self.recovery is not RecoveryMode.CHANGELOG:
-            raise DataflowError(
-                f"app {self.name!r}: spanning procedures need changelog recovery, "
-                f"not {self.recovery}"
-            )
+        if self.recovery is not RecoveryMode.CHANGELOG:
+            kinds = [k for k, ps in (("spanning", df.spanning_streams), ("repartitioned", df.hops))
+                     if ps]  # fmt: skip
+            if kinds:
+                raise DataflowError(
+                    f"app {self.name!r}: {' and '.join(kinds)} procedures need changelog "
+                    f"recovery, not {self.recovery}"
+                )
         return df
 
     def _add(self, group: dict[str, T], item: T, kind: str) -> T:

@@ -24,6 +24,11 @@ class Dataflow:
         return tuple(p.input for p in self.decl.procedures.values() if p.spanning)
 
     @property
+    def hops(self) -> tuple[str, ...]:
+        """Repartitioned procedures: each reads its input through a topic of its own."""
+        return tuple(p.name for p in self.decl.procedures.values() if p.repartitioned)
+
+    @property
     def border_streams(self) -> tuple[str, ...]:
         """Streams read by procedures but made by none: the dataflow's inputs from outside."""
         return tuple(
@@ -49,6 +54,7 @@ def build_dataflow(decl: Declarations) -> Dataflow:
             producers[out] = proc.name
     _check_windows(decl)
     _check_spanning(decl, producers, consumers)
+    _check_hops(decl, producers)
     order = _topological_order(decl, producers)
     rank = {name: i for i, name in enumerate(order)}
     return Dataflow(
@@ -112,6 +118,26 @@ def _check_spanning(
         for out in proc.outputs:
             if out in consumers:
                 raise DataflowError(f"{where}: its output {out!r} cannot feed a procedure")
+        if any(proc.name in nt.procedures for nt in decl.nested.values()):
+            raise DataflowError(f"{where}: it cannot be part of a nested transaction")
+
+
+def _check_hops(decl: Declarations, producers: Mapping[str, str]) -> None:
+    """A repartitioned edge runs its procedure on another engine, in a transaction of its
+    own: its input must come from a procedure (a border stream is placed by its producer),
+    and it cannot share a transaction with anything."""
+    for proc in decl.procedures.values():
+        if not proc.repartitioned:
+            continue
+        where = f"repartitioned procedure {proc.name!r}"
+        by = proc.partition_by
+        if not (callable(by) or (isinstance(by, str) and by)):
+            raise DataflowError(f"{where}: partition_by must name a field or be a function")
+        if proc.input not in producers:
+            raise DataflowError(
+                f"{where}: its input {proc.input!r} is a border stream, placed by its "
+                "producer's key: partition_by applies to streams made by a procedure"
+            )
         if any(proc.name in nt.procedures for nt in decl.nested.values()):
             raise DataflowError(f"{where}: it cannot be part of a nested transaction")
 

@@ -18,6 +18,8 @@ ProcedureFn = Callable[[Context, Sequence[Record]], None]
 TransactionFn = Callable[[Context, Record], Any]
 Check = Callable[[Record], bool]
 Touches = Callable[[Record], Iterable[tuple[str, Key | int | str]]]
+# A repartitioned edge's new key: a field of the input tuple, or a function of the tuple.
+PartitionBy = str | Callable[[Record], Key | int | str]
 
 
 @dataclass(frozen=True)
@@ -75,10 +77,17 @@ class Procedure:
     windows: tuple[str, ...] = ()
     # A spanning procedure's (table, key) pairs per input tuple (`engine.spanning`).
     touches: Touches | None = None
+    # A repartitioned procedure reads its input, on the engine owning each tuple's new key,
+    # through a Kafka topic of its own (`engine.hops`).
+    partition_by: PartitionBy | None = None
 
     @property
     def spanning(self) -> bool:
         return self.touches is not None
+
+    @property
+    def repartitioned(self) -> bool:
+        return self.partition_by is not None
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ task manager and its Faust agents."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
@@ -13,11 +13,12 @@ from txstream.model.app import App
 class Inputs:
     """Border stream topics (topic -> stream), then the coordinator's requests and decisions
     when the app registers OLTP transactions, then the exchange when it has spanning
-    procedures."""
+    procedures, then the repartitioned procedures' inputs (topic -> procedure)."""
 
     streams: dict[str, str]
     oltp: tuple[str, ...]
     exchange: tuple[str, ...] = ()
+    hops: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def of(cls, app: App) -> Inputs:
@@ -26,8 +27,8 @@ class Inputs:
         streams = {topics.stream(s): s for s in df.border_streams}
         oltp = (topics.requests, topics.decisions) if app.decl.transactions else ()
         exchange = (topics.exchange,) if df.spanning_streams else ()
-        return cls(streams, oltp, exchange)
+        return cls(streams, oltp, exchange, {topics.hop(p): p for p in df.hops})
 
     @property
     def topics(self) -> list[str]:
-        return [*self.streams, *self.oltp, *self.exchange]
+        return [*self.streams, *self.oltp, *self.exchange, *self.hops]

@@ -193,11 +193,11 @@ class PartitionTask:
         return self.rewind()
 
     def _owner(self) -> Owner | None:
-        """Spanning procedures place keys by the routing function over the app's partition
-        count, which the exchange topic has (it is made with the app's other topics)."""
-        if not self._spanning:
+        """Spanning and repartitioned procedures place keys by the routing function over
+        the app's partition count, which its changelog has (made with the other topics)."""
+        if not (self._spanning or self.inputs.hops):
             return None
-        count = len(TopicAdmin(self.settings).partitions(self.topics.exchange))
+        count = len(TopicAdmin(self.settings).partitions(self.topics.changelog))
         return partial(partition_of, partitions=count)
 
     def positions(self) -> dict[str, int]:
@@ -290,11 +290,16 @@ class PartitionTask:
         stream = self.inputs.streams.get(topic)
         if self._spanning and self.engine.spans.holds(spanning=stream in self.engine.spanning):
             return False
-        if stream is None:  # the coordinator's requests
+        hop = self.inputs.hops.get(topic)
+        if stream is None and hop is None:  # the coordinator's requests
             return self._oltp(topic, offset, value)
         if self.engine.blocked:
             return False  # TEs are not checked row by row: they wait for every decision
         source = (topic, self.partition, offset)
+        if stream is None:
+            assert hop is not None
+            self._hop(hop, source, value)
+            return True
         try:
             if value is None:
                 raise BatchDecodeError("empty record value")
@@ -304,6 +309,19 @@ class PartitionTask:
             return True
         self.engine.process(stream, batch.batch_id, batch.tuples, source, value)
         return True
+
+    def _hop(self, procedure: str, source: tuple[str, int, int], value: bytes | None) -> None:
+        """A part of a batch for repartitioned `procedure`, sent by another engine's commit;
+        one that cannot be decoded is a dead letter, and moved past."""
+        stream = self.dataflow.procedure(procedure).input
+        try:
+            if value is None:
+                raise BatchDecodeError("empty record value")
+            batch = self.batch_codecs[stream].decode(value)
+        except BatchDecodeError as e:
+            self.engine.reject(source[0], source, "undecodable", str(e))
+            return
+        self.engine.process_hop(procedure, batch.batch_id, batch.tuples, source)
 
     def _exchange(self, offset: int, value: bytes | None) -> None:
         """Another engine's reads for a spanning batch; one that cannot be decoded is a

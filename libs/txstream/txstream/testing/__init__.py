@@ -22,15 +22,17 @@ from __future__ import annotations
 import copy
 import dataclasses
 from collections.abc import Iterator, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from txstream.commit.record_limit import RecordLimit
 from txstream.config import Settings
-from txstream.engine.group import AbortRecord, Group, Outcome
+from txstream.engine.group import AbortRecord, Group, Outcome, OutputBatch
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.windows import WindowState
 from txstream.engine.writeset import TOMBSTONE
+from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.dataflow import build_dataflow
@@ -113,7 +115,7 @@ class AppTester:
         self.state = MemoryState()
         self.engine = PartitionEngine(
             dataflow, self.state, 0, dict(app.params if params is None else params),
-            seal=seal, flat_tables=flat,
+            seal=seal, flat_tables=flat, owner=partial(partition_of, partitions=1),
         )  # fmt: skip
         self._next_ids: dict[str, int] = {}
         self._outputs: dict[str, list[tuple[int, list[Record]]]] = {}
@@ -128,12 +130,25 @@ class AppTester:
             batch_id = self._next_ids.get(stream, 1)
         self._next_ids[stream] = max(self._next_ids.get(stream, 1), batch_id + 1)
         outcome = self.engine.process(stream, batch_id, [dict(t) for t in tuples])
+        hops = self._commit()
+        while hops:  # repartitioned procedures: one partition owns every key here
+            for i, out in enumerate(hops):
+                self.engine.process_hop(out.hop or "", out.batch_id, out.tuples, ("hop", 0, i))
+            hops = self._commit()
+        return outcome
+
+    def _commit(self) -> list[OutputBatch]:
+        """Commit the engine's group; the parts it sends to repartitioned procedures."""
         group = self.engine.take_group()
         self.state.apply(group)
+        hops = []
         for out in group.outputs:
-            self._outputs.setdefault(out.stream, []).append((out.batch_id, list(out.tuples)))
+            if out.hop is not None:
+                hops.append(out)
+            else:
+                self._outputs.setdefault(out.stream, []).append((out.batch_id, list(out.tuples)))
         self.aborts += group.aborts
-        return outcome
+        return hops
 
     def outputs(self, stream: str) -> list[Record]:
         """Every tuple committed to `stream` so far, in order."""

@@ -1,0 +1,118 @@
+"""The sales app (`orders.sales`, a repartitioned edge) on the real broker: supervised
+workers, order events produced by customer, and its committed tables read back."""
+
+from __future__ import annotations
+
+import json
+import random
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+from confluent_kafka import Producer
+
+from orders.sales import Counts, build_app
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import idempotent_producer_config, send
+from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics, ensure_app_topics
+from txstream.model.declarations import Record
+from txstream.recovery.changelog import committed_tables
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
+from txstream.stack.supervisor import Policy, Supervised
+from txstream.state.codec import StateCodec
+
+
+def sales_events(seed: int, n: int) -> list[Record]:
+    rng = random.Random(seed)
+    return [
+        {"seq": i, "kind": "O", "order_id": rng.randrange(n // 2 + 1),
+         "customer": rng.randrange(25), "item": rng.randrange(40), "amount": rng.randrange(0, 5)}
+        for i in range(n)
+    ]  # fmt: skip
+
+
+class SalesCluster:
+    def __init__(self, settings: Settings, partitions: int, workers: int) -> None:
+        self.settings, self.partitions = settings, partitions
+        self.app = build_app(f"sales-{uuid.uuid4().hex[:10]}")
+        self.topics = AppTopics(self.app.name)
+        self.producer = Producer(idempotent_producer_config(settings))
+        self.batches = 0
+        ensure_app_topics(TopicAdmin(settings), self.app, partitions)
+        registry = SchemaRegistry(settings.schema_dir)
+        self.codec = BatchCodec(registry.get("orders.Event"))
+        self.state_codec = StateCodec(self.app.dataflow(), registry)
+        txstream = str(Path(sys.executable).with_name("txstream"))
+        argv = [txstream, "worker", "run", "--app", "orders.sales:from_params",
+                "--params", json.dumps({"name": self.app.name}), "--no-metrics"]  # fmt: skip
+        policy = Policy(max_restarts=100, window_s=60.0, backoff_ms=100, backoff_max_ms=1000)
+        self.services = [
+            Supervised(f"worker-{i}", [*argv, "--instance-id", str(i)], settings, policy=policy)
+            for i in range(workers)
+        ]
+
+    def start(self) -> None:
+        for s in self.services:
+            s.start()
+
+    def stop(self) -> None:
+        for s in reversed(self.services):
+            s.stop()
+
+    def produce(self, events: list[Record], batch_size: int) -> None:
+        """The next batches (ids go on from the last call's), each placed by customer, one
+        record per partition."""
+        topic = self.topics.stream("sales_events")
+        for start in range(0, len(events), batch_size):
+            self.batches += 1
+            placed: dict[int, list[Record]] = {}
+            for e in events[start : start + batch_size]:
+                placed.setdefault(partition_of((e["customer"],), self.partitions), []).append(e)
+            for p, tuples in sorted(placed.items()):
+                record = self.codec.encode("sales_events", self.batches, tuples)
+                send(self.producer, topic, record, partition=p)
+        assert self.producer.flush(60) == 0
+
+    def counts(self) -> dict[str, Counts]:
+        tables = committed_tables(
+            self.settings, self.state_codec, self.topics.changelog, self.partitions
+        )
+        return {
+            name: {int(k[0]): (r["orders"], r["units"]) for k, r in tables.get(name, {}).items()}
+            for name in ("customer_sales", "item_sales")
+        }
+
+    def wait_for(
+        self, want: dict[str, Counts], timeout_s: float, alive: Callable[[], bool]
+    ) -> None:
+        """Until the committed tables are `want`; a worker that stays down fails it early."""
+        deadline = time.monotonic() + timeout_s
+        got: dict[str, Counts] = {}
+        while time.monotonic() < deadline:
+            got = self.counts()
+            if got == want:
+                return
+            if not alive():
+                raise AssertionError("a worker is down and not restarting")
+            time.sleep(0.5)
+        raise AssertionError(f"committed counts never reached the reference: {got} != {want}")
+
+    def alive(self) -> bool:
+        return all(s.supervisor.live_pid() is not None for s in self.services)
+
+    def hop_parts(self) -> list[list[tuple[int, int, list[Record]]]]:
+        """Per partition of tally's topic: (sender, batch id, tuples), in log order."""
+        out = []
+        for q in range(self.partitions):
+            parts = []
+            for msg in read_to_committed_end(self.settings, self.topics.hop("tally"), q):
+                batch = self.codec.decode(msg.value() or b"")
+                parts.append((int(msg.key() or b"-1"), batch.batch_id, list(batch.tuples)))
+            out.append(parts)
+        return out
