@@ -4,14 +4,15 @@ The order events arrive keyed by customer. `accept` runs on the engine owning th
 it drops an order that customer has placed before (by order id) or whose quantity is not
 positive, and counts the customer's orders and units. Its accepted orders reach `tally`
 repartitioned by item (`partition_by="item"`): each goes, through `tally`'s own topic, to
-the engine owning its item, which counts the item's orders and units. Counting commutes,
-so the result is exact whatever the order in which parts from different engines arrive,
-and `reference` computes it serially.
+the engine owning its item, which counts the item's orders and units and emits the item's
+running totals. The edge is ordered: `tally` takes the parts in batch-id order, and within
+a batch in the order of the engines that sent them, so the running totals are those of one
+serial execution (`reference`), whatever the engines' timing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from txstream import App, Record, TableView, TxnContext
@@ -19,10 +20,11 @@ from txstream import App, Record, TableView, TxnContext
 Counts = dict[int, tuple[int, int]]  # key -> (orders, units)
 
 
-def build_app(name: str = "sales") -> App:
+def build_app(name: str = "sales", ordered: bool = True) -> App:
     app = App(name)
     events = app.stream("sales_events", schema="orders.Event", key_field="customer")
     accepted = app.stream("accepted_orders", schema="orders.Event")
+    totals = app.stream("item_totals", schema="orders.ItemTotal")
     app.table("placed", schema="orders.OrderSeen")  # (customer, order id)
     app.table("customer_sales", schema="orders.Sales")
     app.table("item_sales", schema="orders.Sales")
@@ -38,37 +40,55 @@ def build_app(name: str = "sales") -> App:
             _count(sales, event["customer"], event["amount"])
             ctx.emit("accepted_orders", event)
 
-    @app.procedure(input=accepted, partition_by="item")
+    @app.procedure(input=accepted, outputs=[totals], partition_by="item", ordered=ordered)
     def tally(ctx: TxnContext, batch: Sequence[Record]) -> None:
         sales = ctx.table("item_sales")
         for order in batch:
-            _count(sales, order["item"], order["amount"])
+            orders, units = _count(sales, order["item"], order["amount"])
+            ctx.emit("item_totals", {"seq": order["seq"], "item": order["item"],
+                                     "orders": orders, "units": units})  # fmt: skip
 
     return app
 
 
 def from_params(params: Mapping[str, Any]) -> App:
-    """The worker's factory: `{"name": ...}`."""
-    return build_app(str(params.get("name", "sales")))
+    """The worker's factory: `{"name": ..., "ordered": true}`."""
+    return build_app(str(params.get("name", "sales")), bool(params.get("ordered", True)))
 
 
-def _count(sales: TableView, key: int, units: int) -> None:
+def _count(sales: TableView, key: int, units: int) -> tuple[int, int]:
     row = sales.get(key)
-    orders, total = (0, 0) if row is None else (row["orders"], row["units"])
-    sales.put(key, {"orders": orders + 1, "units": total + units})
+    orders, total = (1, units) if row is None else (row["orders"] + 1, row["units"] + units)
+    sales.put(key, {"orders": orders, "units": total})
+    return orders, total
 
 
-def reference(events: Iterable[Record]) -> tuple[Counts, Counts]:
-    """(customer sales, item sales), computed one event at a time."""
+def reference(
+    batches: Iterable[Sequence[Record]], owner: Callable[[int], int]
+) -> tuple[Counts, Counts, list[Record]]:
+    """(customer sales, item sales, item totals) of one serial execution: batch by batch,
+    and within a batch the customers' engines (`owner(customer)`) in turn, each one's
+    events in input order, as the ordered edge runs them."""
     placed: set[tuple[int, int]] = set()
     customers: Counts = {}
     items: Counts = {}
-    for e in events:
-        key = (e["customer"], e["order_id"])
-        if e["kind"] != "O" or e["amount"] <= 0 or key in placed:
-            continue
-        placed.add(key)
-        for counts, k in ((customers, e["customer"]), (items, e["item"])):
-            orders, units = counts.get(k, (0, 0))
-            counts[k] = (orders + 1, units + e["amount"])
-    return customers, items
+    totals: list[Record] = []
+    for batch in batches:
+        accepted = []
+        for e in batch:
+            key = (e["customer"], e["order_id"])
+            if e["kind"] != "O" or e["amount"] <= 0 or key in placed:
+                continue
+            placed.add(key)
+            _add(customers, e["customer"], e["amount"])
+            accepted.append(e)
+        for e in sorted(accepted, key=lambda e: owner(e["customer"])):  # stable: input order
+            orders, units = _add(items, e["item"], e["amount"])
+            totals.append({"seq": e["seq"], "item": e["item"], "orders": orders, "units": units})
+    return customers, items, totals
+
+
+def _add(counts: Counts, key: int, units: int) -> tuple[int, int]:
+    orders, total = counts.get(key, (0, 0))
+    counts[key] = (orders + 1, total + units)
+    return counts[key]

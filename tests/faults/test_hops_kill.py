@@ -12,11 +12,13 @@ from orders.sales import reference
 from tests.conftest import KafkaEnv
 from tests.faults.killer import Killer, kill_leftovers
 from tests.faults.scale import LONG, seeds
-from tests.integration.sales_cluster import SalesCluster, sales_events
+from tests.integration.sales_cluster import SalesCluster, by_item, sales_events
+from txstream.kafka.routing import partition_of
 
 WORKERS = 2
 KILLS = 3  # per worker: six in a run
 EVENTS = 6_000
+SLICE = EVENTS // 40
 
 
 @pytest.mark.skipif(not LONG, reason="two workers killed six times: runs in make faults")
@@ -27,7 +29,9 @@ def test_sigkilled_workers_give_the_serial_reference(
 ) -> None:
     settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
     events = sales_events(seed, EVENTS)
-    customers, items = reference(events)
+    # produced in slices of SLICE events, batches of 2: no batch straddles a slice
+    batches = [events[i : i + 2] for i in range(0, EVENTS, 2)]
+    customers, items, totals = reference(batches, lambda c: partition_of((c,), 4))
     cluster = SalesCluster(settings, partitions=4, workers=WORKERS)
     killers = [
         Killer(
@@ -45,8 +49,8 @@ def test_sigkilled_workers_give_the_serial_reference(
         for k in killers:
             k.start()
         # in slices, while the killers work, so that the kills land while batches flow
-        for start in range(0, EVENTS, EVENTS // 40):
-            cluster.produce(events[start : start + EVENTS // 40], batch_size=2)
+        for start in range(0, EVENTS, SLICE):
+            cluster.produce(events[start : start + SLICE], batch_size=2)
             for k in killers:
                 k.join(0.25)
         for k in killers:
@@ -58,3 +62,4 @@ def test_sigkilled_workers_give_the_serial_reference(
         cluster.stop()
         kill_leftovers(settings.home)
     assert sum(len(k.killed) for k in killers) == WORKERS * KILLS
+    assert by_item(cluster.item_totals()) == by_item(totals)  # in one serial order

@@ -15,6 +15,7 @@ from confluent_kafka import Producer
 
 from orders.sales import Counts, build_app
 from txstream.config import Settings
+from txstream.engine.hops import PROGRESS
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config, send
 from txstream.kafka.read import read_to_committed_end
@@ -35,6 +36,14 @@ def sales_events(seed: int, n: int) -> list[Record]:
          "customer": rng.randrange(25), "item": rng.randrange(40), "amount": rng.randrange(0, 5)}
         for i in range(n)
     ]  # fmt: skip
+
+
+def by_item(totals: list[Record]) -> dict[int, list[Record]]:
+    """Running totals by item, each item's in the order read."""
+    out: dict[int, list[Record]] = {}
+    for t in totals:
+        out.setdefault(t["item"], []).append(t)
+    return out
 
 
 class SalesCluster:
@@ -77,6 +86,11 @@ class SalesCluster:
             for p, tuples in sorted(placed.items()):
                 record = self.codec.encode("sales_events", self.batches, tuples)
                 send(self.producer, topic, record, partition=p)
+        # every batch so far is sent: a progress mark to every partition lets the ordered
+        # edge run the parts of the last batches, which some engines had no part of
+        mark = self.codec.encode(PROGRESS, self.batches, [])
+        for p in range(self.partitions):
+            send(self.producer, topic, mark, partition=p)
         assert self.producer.flush(60) == 0
 
     def counts(self) -> dict[str, Counts]:
@@ -106,13 +120,26 @@ class SalesCluster:
     def alive(self) -> bool:
         return all(s.supervisor.live_pid() is not None for s in self.services)
 
+    def item_totals(self) -> list[Record]:
+        """Every committed running total `tally` emitted, engine by engine."""
+        codec = BatchCodec(SchemaRegistry(self.settings.schema_dir).get("orders.ItemTotal"))
+        topic = self.topics.stream("item_totals")
+        return [
+            t
+            for q in range(self.partitions)
+            for msg in read_to_committed_end(self.settings, topic, q)
+            for t in codec.decode(msg.value() or b"").tuples
+        ]
+
     def hop_parts(self) -> list[list[tuple[int, int, list[Record]]]]:
-        """Per partition of tally's topic: (sender, batch id, tuples), in log order."""
+        """Per partition of tally's topic: (sender, batch id, tuples) of each part (markers
+        left out), in log order."""
         out = []
         for q in range(self.partitions):
             parts = []
             for msg in read_to_committed_end(self.settings, self.topics.hop("tally"), q):
                 batch = self.codec.decode(msg.value() or b"")
-                parts.append((int(msg.key() or b"-1"), batch.batch_id, list(batch.tuples)))
+                if batch.tuples:  # not a progress marker
+                    parts.append((int(msg.key() or b"-1"), batch.batch_id, list(batch.tuples)))
             out.append(parts)
         return out

@@ -264,6 +264,32 @@ def test_broadcast_batches_land_on_every_partition_in_order(
     assert "--broadcast places every batch on every partition" in refused.stderr
 
 
+def test_a_progress_mark_follows_the_batches_on_every_partition(
+    kafka: KafkaEnv, env: dict[str, str], new_topic: Callable[..., str]
+) -> None:
+    """What lets an ordered repartitioned procedure pass partitions with no part of the
+    last batches: after them, every partition is told that every batch up to 7 is sent."""
+    topic = new_topic("cli-progress", partitions=3)
+    batches = [{"batch_id": b, "tuples": VOTES[i : i + 1]} for i, b in enumerate((3, 7))]
+    result = run(
+        env, "produce", "-t", topic, "-s", "clitest.Vote", "--envelope", "votes",
+        "--key-field", "state", "--progress", input=lines(*batches),
+    )  # fmt: skip
+    assert result.exit_code == 0, result.stderr
+    assert "produced 2 batches (2 tuples) of stream votes" in result.stderr
+    assert "and a progress mark at batch 7 to every partition" in result.stderr
+    codec = BatchCodec(SchemaRegistry(Path(env["TXSTREAM_SCHEMA_DIR"])).get("clitest.Vote"))
+    got = [[codec.decode(v) for _, v in read_to_end(kafka.settings, topic, p)] for p in range(3)]
+    assert [(b.stream, b.batch_id, list(b.tuples)) for log in got for b in log[-1:]] == [
+        ("__progress__", 7, [])
+    ] * 3
+    assert sorted(b.batch_id for log in got for b in log[:-1]) == [3, 7]
+    refused = run(env, "produce", "-t", topic, "-s", "clitest.Vote", "--progress",
+                  input=lines(*VOTES))  # fmt: skip
+    assert refused.exit_code == 2
+    assert "--progress marks batches: it needs --envelope" in refused.stderr
+
+
 def test_an_envelope_batch_has_one_partition_key(
     kafka: KafkaEnv, env: dict[str, str], new_topic: Callable[..., str]
 ) -> None:

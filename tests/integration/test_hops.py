@@ -1,6 +1,7 @@
 """A repartitioned edge on the real broker: the sales app's `tally` runs on the engines
-owning the items, fed through its own topic, and both count tables equal the serial
-reference; each part is on its item's owner, and each sender's parts are in batch order."""
+owning the items, fed through its own topic, and both count tables and every item's running
+totals equal the serial reference (the ordered edge takes parts in batch-id order); each
+part is on its item's owner, and each sender's parts are in batch order."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from orders.sales import reference
 from tests.conftest import KafkaEnv
 from tests.faults.killer import kill_leftovers
-from tests.integration.sales_cluster import SalesCluster, sales_events
+from tests.integration.sales_cluster import SalesCluster, by_item, sales_events
 from txstream.kafka.routing import partition_of
 
 PARTITIONS = 4
@@ -23,7 +24,8 @@ def test_a_repartitioned_dataflow_equals_the_serial_reference(
 ) -> None:
     settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
     events = sales_events(seed=5, n=600)
-    customers, items = reference(events)
+    batches = [events[i : i + 4] for i in range(0, len(events), 4)]
+    customers, items, totals = reference(batches, lambda c: partition_of((c,), PARTITIONS))
     cluster = SalesCluster(settings, PARTITIONS, workers=2)
     try:
         cluster.start()
@@ -32,6 +34,7 @@ def test_a_repartitioned_dataflow_equals_the_serial_reference(
     finally:
         cluster.stop()
         kill_leftovers(settings.home)
+    assert by_item(cluster.item_totals()) == by_item(totals)  # in one serial order
     parts = cluster.hop_parts()
     assert sum(len(t) for log in parts for _, _, t in log) == sum(n for n, _ in items.values())
     for q, log in enumerate(parts):

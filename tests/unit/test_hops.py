@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from orders.sales import build_app
 from txstream import App, Record, TxnContext
 from txstream.engine.group import OutputBatch
-from txstream.engine.hops import route
+from txstream.engine.hops import HopInbox, route
 from txstream.model.errors import DataflowError
 from txstream.testing import AppTester
 
@@ -113,3 +114,104 @@ def test_the_sales_app_counts_items_where_the_tester_runs_them() -> None:
     t.feed("sales_events", [order(1, item=3), order(2, item=3), order(1, item=3)])
     assert t.table("item_sales") == {(3,): {"orders": 2, "units": 4}}
     assert t.table("customer_sales") == {(1,): {"orders": 2, "units": 4}}
+
+
+class SysDict:
+    """The engine's system values, in a dict: what a committed group keeps."""
+
+    def __init__(self) -> None:
+        self.values: dict[tuple[str, str, int], int] = {}
+
+    def get(self, key: tuple[str, str, int]) -> int | None:
+        return self.values.get(key)
+
+    def set(self, key: tuple[str, str, int], value: int) -> None:
+        self.values[key] = value
+
+
+def inbox(sys: SysDict, senders: int = 3) -> HopInbox:
+    return HopInbox("tally", senders, sys.get, sys.set)
+
+
+def ran(box: HopInbox) -> list[tuple[int, int]]:
+    return [(p.batch_id, p.sender) for p in box.ready()]
+
+
+def test_an_ordered_inbox_waits_until_no_sender_can_send_an_earlier_part() -> None:
+    box = inbox(SysDict())
+    box.receive(2, 5, [order(1)], offset=0)
+    assert ran(box) == []  # senders 0 and 1 have not been heard from
+    box.receive(0, 4, [], offset=1)  # sender 0 passed batch 4
+    box.receive(1, 7, [order(2)], offset=2)  # sender 1 is at batch 7
+    assert ran(box) == []  # sender 0 may still send batch 5, before sender 2's
+    assert box.waiting_for() == [0]
+    assert box.position() == 0  # nothing after the oldest waiting part is committed
+    box.receive(0, 5, [order(3)], offset=3)
+    assert ran(box) == [(5, 0), (5, 2)]  # batch 5: sender 0, then sender 2
+    assert box.position() == 2
+    box.receive(0, 9, [], offset=4)
+    box.receive(2, 8, [], offset=5)
+    assert ran(box) == [(7, 1)]
+    assert box.position() == 6
+    assert box.frontier() == 7  # sender 1 may still send batch 8
+
+
+def test_parts_read_again_after_a_restart_are_not_run_twice() -> None:
+    sys = SysDict()
+    box = inbox(sys, senders=2)
+    box.receive(0, 3, [order(1)], offset=0)
+    box.receive(1, 2, [order(2)], offset=1)
+    box.receive(1, 3, [], offset=2)
+    assert ran(box) == [(2, 1), (3, 0)]
+    again = inbox(sys, senders=2)  # a restart reads the topic again from its position
+    again.receive(0, 3, [order(1)], offset=0)
+    again.receive(1, 2, [order(2)], offset=1)
+    assert ran(again) == []
+    assert again.position() == 2
+
+
+def test_a_chain_of_ordered_hops_runs_in_the_tester() -> None:
+    app = App("chain")
+    app.stream("orders", schema="orders.Event")
+    app.stream("by_item", schema="orders.Event")
+    app.stream("by_customer", schema="orders.Event")
+    app.table("item_sales", schema="orders.Sales")
+    app.table("customer_sales", schema="orders.Sales")
+
+    @app.procedure(input="orders", outputs=["by_item"])
+    def accept(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        for e in batch:
+            ctx.emit("by_item", e)
+
+    @app.procedure(input="by_item", outputs=["by_customer"], partition_by="item", ordered=True)
+    def per_item(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        for e in batch:
+            ctx.table("item_sales").put(e["item"], {"orders": 1, "units": e["amount"]})
+            ctx.emit("by_customer", e)
+
+    @app.procedure(input="by_customer", partition_by="customer", ordered=True)
+    def per_customer(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        for e in batch:
+            ctx.table("customer_sales").put(e["customer"], {"orders": 1, "units": e["amount"]})
+
+    t = AppTester(app)
+    t.feed("orders", [order(1, item=5, customer=6)])
+    assert t.table("item_sales") == {(5,): {"orders": 1, "units": 2}}
+    assert t.table("customer_sales") == {(6,): {"orders": 1, "units": 2}}
+
+
+def test_ordered_needs_partition_by_and_an_ordered_hop_before_it() -> None:
+    app = two_steps("item")
+    app.procedure("accepted", ordered=True, name="plain")(lambda ctx, batch: None)
+    with pytest.raises(DataflowError, match="'plain': ordered= applies to partition_by="):
+        app.dataflow()
+    app = two_steps("item")  # tally: not ordered
+    app.stream("after", schema="orders.Event")
+    app.decl.procedures["tally"] = dataclasses.replace(
+        app.decl.procedures["tally"], outputs=("after",)
+    )
+    app.procedure("after", partition_by="customer", ordered=True, name="last")(
+        lambda ctx, batch: None
+    )
+    with pytest.raises(DataflowError, match="'last' is ordered, but runs behind 'tally'"):
+        app.dataflow()

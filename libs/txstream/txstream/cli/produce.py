@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from txstream.config import Settings
+from txstream.engine.hops import PROGRESS
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.clients import (
     delivery_failure,
@@ -54,6 +55,8 @@ class Encoded:
     value: bytes
     tuples: int
     route: Key | None = None  # the key-field value as a routing key: placed by `partition_of`
+    batch_id: int | None = None  # an envelope's
+    everywhere: bool = False  # to every partition (a progress mark)
 
 
 Encoder = Callable[[Any], Encoded]
@@ -93,6 +96,15 @@ def produce(
             "procedure, which each partition engine must see whole.",
         ),
     ] = False,
+    mark_progress: Annotated[
+        bool,
+        typer.Option(
+            "--progress",
+            help="After the batches, a progress mark to every partition (with --envelope): "
+            "every batch up to the highest id is sent, so ordered repartitioned procedures "
+            "need not wait for partitions that had no part of the last batches.",
+        ),
+    ] = False,
 ) -> None:
     """Produce JSON lines as Avro records, all in one transaction, or nothing if any is invalid."""
     if broadcast and (envelope is None or key_field is not None):
@@ -100,6 +112,9 @@ def produce(
             "[red]error:[/red] --broadcast places every batch on every partition: it needs "
             "--envelope, and takes no --key-field"
         )
+        raise typer.Exit(2)
+    if mark_progress and envelope is None:
+        err.print("[red]error:[/red] --progress marks batches: it needs --envelope")
         raise typer.Exit(2)
     settings = Settings()
     try:
@@ -137,6 +152,8 @@ def produce(
         if not records:
             err.print("the input has no records; nothing was produced")
             return
+        if mark_progress:
+            records.append(progress_mark(record_schema, records))
         headers: list[tuple[str, str | bytes | None]] = [(SCHEMA_HEADER, schema.encode())]
         try:
             send_in_one_transaction(settings, topic, records, headers, bar, partitions, broadcast)
@@ -145,13 +162,23 @@ def produce(
             err.print(f"[red]error:[/red] {reason}")
             raise typer.Exit(1) from e
     tuples = sum(r.tuples for r in records)
+    batches = len(records) - mark_progress
     what = (
-        f"{plural(len(records), 'batch')} ({plural(tuples, 'tuple')}) of stream {envelope}"
+        f"{plural(batches, 'batch')} ({plural(tuples, 'tuple')}) of stream {envelope}"
         if envelope is not None
         else plural(len(records), "record")
     )
     where = f"to every partition of {topic}" if broadcast else f"to {topic}"
+    if mark_progress:
+        where += f", and a progress mark at batch {records[-1].batch_id} to every partition"
     err.print(f"produced {what} {where} in one transaction", markup=False)
+
+
+def progress_mark(tuple_schema: Schema, records: list[Encoded]) -> Encoded:
+    """Every batch up to the highest id in `records` is sent (`engine.hops.PROGRESS`)."""
+    top = max(r.batch_id for r in records if r.batch_id is not None)
+    value = BatchCodec(tuple_schema).encode(PROGRESS, top, [])
+    return Encoded(None, value, 0, batch_id=top, everywhere=True)
 
 
 def plain_encoder(schema: Schema, key_field: str | None) -> Encoder:
@@ -194,7 +221,7 @@ def envelope_encoder(tuple_schema: Schema, stream: str, key_field: str | None) -
                 )
         value = codec.encode(stream, batch["batch_id"], tuples)
         key, route = keyed[0] if keyed else (None, None)
-        return Encoded(key, value, len(keys), route)
+        return Encoded(key, value, len(keys), route, batch["batch_id"])
 
     return encode
 
@@ -260,7 +287,9 @@ def send_in_one_transaction(
 ) -> None:
     """Send every record in one transaction (`broadcast`: each to every partition); on any
     failure abort it and re-raise."""
-    task = bar.add_task("producing", total=len(records) * (partitions if broadcast else 1))
+    task = bar.add_task(
+        "producing", total=sum(partitions if broadcast or r.everywhere else 1 for r in records)
+    )
     failures: list[KafkaError] = []
 
     def delivered(error: KafkaError | None, _: Message) -> None:
@@ -276,7 +305,7 @@ def send_in_one_transaction(
     producer.begin_transaction()
     try:
         for r in records:
-            if broadcast:
+            if broadcast or r.everywhere:
                 places: list[dict[str, int]] = [{"partition": p} for p in range(partitions)]
             elif r.route is None:
                 places = [{}]

@@ -8,8 +8,15 @@ same Kafka transaction as its state and input positions, so it is sent exactly o
 engine owning partition q reads the topic read_committed and runs the procedure on each part
 as one TE, committing the topic position with its effects: exactly once across the hop.
 
-Each sender's parts reach an engine in that sender's batch order; parts from different
-senders are taken as they arrive (in commit order), not merged into batch-id order.
+Each sender's parts reach an engine in that sender's batch order. By default parts from
+different senders run as they arrive (commit order). An `ordered` edge runs them in
+(batch id, sender) order instead, as one serial execution of the whole input would: each
+sender also writes a progress marker (a part with no tuples) to every partition with each
+group that moves it past a batch, and a part runs only once no sender can still send an
+earlier one (`HopInbox`). A sender knows it has passed batch b when its own input has: a
+border batch above b, or a progress mark (a `PROGRESS` envelope) from the producer, which
+says every batch up to b has been sent to that partition; for a chain of hops, when its
+own ordered inbox has run everything up to b.
 
 A tuple whose new key cannot be had (no such field, the function raised, a value that is
 no key) aborts the producing TE, naming the procedure, tuple and reason: sending it
@@ -18,12 +25,117 @@ anywhere would put its effects on an engine that does not own them.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import heapq
+import time
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 
 from txstream.engine.group import OutputBatch
 from txstream.engine.spanning import Owner
 from txstream.model.declarations import Key, Procedure, Record
 from txstream.model.errors import TxnAbort, exception_detail
+
+# The envelope stream name of a progress mark on a border topic: every batch up to its id
+# has been sent to this partition.
+PROGRESS = "__progress__"
+# System values an ordered inbox keeps per sender, committed with its group: the lowest
+# batch id the sender may still send, and the last batch of its that ran here.
+Sys = Callable[[tuple[str, str, int]], int | None]
+SetSys = Callable[[tuple[str, str, int], int], None]
+
+
+def seen_key(procedure: str, sender: int) -> tuple[str, str, int]:
+    return ("hop_next", procedure, sender)
+
+
+def done_key(procedure: str, sender: int) -> tuple[str, str, int]:
+    return ("hop_done", procedure, sender)
+
+
+def marker_key(procedure: str) -> tuple[str, str, int]:
+    """The last progress this engine has sent to `procedure`'s inboxes."""
+    return ("hop_marker", procedure, 0)
+
+
+@dataclass(order=True)
+class Part:
+    batch_id: int
+    sender: int
+    offset: int
+    tuples: Sequence[Record] = field(compare=False)
+    arrived: float = field(compare=False, default_factory=time.monotonic)
+
+
+class HopInbox:
+    """An ordered edge's input on one engine: parts from `senders` engines, given out in
+    (batch id, sender) order once no sender can still send an earlier one.
+
+    Parts waiting here are not committed: the topic's committed position stays at the
+    oldest of them, so a restart reads them again, and `done_key` skips those that ran."""
+
+    def __init__(self, procedure: str, senders: int, sys: Sys, set_sys: SetSys) -> None:
+        self.procedure, self.senders = procedure, senders
+        self.sys, self.set_sys = sys, set_sys
+        self.waiting: list[Part] = []
+        self.next_offset: int | None = None  # after the last record received
+
+    def receive(self, sender: int, batch_id: int, tuples: Sequence[Record], offset: int) -> None:
+        """A part, or (no tuples) a marker: `sender` has passed `batch_id`."""
+        self.next_offset = offset + 1
+        key = seen_key(self.procedure, sender)
+        seen = self.sys(key)
+        if seen is None or batch_id + 1 > seen:
+            self.set_sys(key, batch_id + 1)
+        done = self.sys(done_key(self.procedure, sender))
+        if tuples and (done is None or batch_id > done):
+            heapq.heappush(self.waiting, Part(batch_id, sender, offset, tuples))
+
+    def ready(self) -> Iterator[Part]:
+        """The parts that may run now, in order; each is marked done as it is given out."""
+        while self.waiting and self._clear(self.waiting[0]):
+            part = heapq.heappop(self.waiting)
+            self.set_sys(done_key(self.procedure, part.sender), part.batch_id)
+            yield part
+
+    def _clear(self, head: Part) -> bool:
+        """No sender can still send a part ordered before `head`."""
+        return not any(self._holds(v, head) for v in range(self.senders))
+
+    def _holds(self, v: int, head: Part) -> bool:
+        if v == head.sender:
+            return False
+        seen = self.sys(seen_key(self.procedure, v))
+        if seen is None:
+            return True  # not heard from yet
+        return seen < head.batch_id or (seen == head.batch_id and v < head.sender)
+
+    def position(self) -> int | None:
+        """The topic offset to commit: the oldest waiting part's, else past the last read."""
+        if self.waiting:
+            return min(p.offset for p in self.waiting)
+        return self.next_offset
+
+    def frontier(self) -> int | None:
+        """The highest batch id up to which every sender's parts have run here."""
+        seen = [self.sys(seen_key(self.procedure, v)) for v in range(self.senders)]
+        if any(s is None for s in seen):
+            return None
+        low = min(s for s in seen if s is not None)
+        if self.waiting:
+            low = min(low, self.waiting[0].batch_id)
+        return low - 1
+
+    def oldest_wait(self) -> float:
+        """Seconds the oldest waiting part has waited (0 with none)."""
+        if not self.waiting:
+            return 0.0
+        return time.monotonic() - min(p.arrived for p in self.waiting)
+
+    def waiting_for(self) -> list[int]:
+        """The senders the next part in order waits for."""
+        if not self.waiting:
+            return []
+        return [v for v in range(self.senders) if self._holds(v, self.waiting[0])]
 
 
 def route(proc: Procedure, out: OutputBatch, owner: Owner) -> list[OutputBatch]:

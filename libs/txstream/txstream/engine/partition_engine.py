@@ -34,7 +34,7 @@ from txstream.engine.group import (
     last_batch_key,
     position_key,
 )
-from txstream.engine.hops import hop_batches
+from txstream.engine.hops import HopInbox, hop_batches, marker_key
 from txstream.engine.participant import Participant
 from txstream.engine.span_runner import Span, SpanRunner
 from txstream.engine.spanning import Owner, keep_local
@@ -74,11 +74,13 @@ class PartitionEngine:
         seal: Seal | None = None,
         flat_tables: frozenset[str] = frozenset(),
         owner: Owner | None = None,
+        partitions: int = 1,
     ) -> None:
         """`timer(procedure, seconds)` is told each TE's latency (for metrics);
         `flat_tables` name the tables whose schema holds only scalars (`TxnContext`);
         `owner(key)` is the partition owning a key (the routing function), which spanning
-        procedures need: without it, this engine owns every key."""
+        and repartitioned procedures need: without it, this engine owns every key; and
+        `partitions` is the number of engines, which ordered hops hear from."""
         self.df = dataflow
         self.timer = timer
         self.seal = seal
@@ -98,6 +100,14 @@ class PartitionEngine:
         self.spanning = frozenset(dataflow.spanning_streams)
         self.spans = SpanRunner(self)
         self.hops = tuple(dataflow.decl.procedures[p] for p in dataflow.hops)
+        self.partitions = partitions
+        self.inboxes = {
+            h.name: HopInbox(h.name, partitions, self.sys_value, self.set_sys)
+            for h in self.hops
+            if h.ordered
+        }
+        # ordered hops fed from here: the progress they follow (an inbox, or a border stream)
+        self._marked = [(h, dataflow.chain_start(h.name)) for h in self.hops if h.ordered]
 
     @property
     def blocked(self) -> bool:
@@ -129,6 +139,8 @@ class PartitionEngine:
         taken `in_flight` is not in the base yet: the new one reads through its writes
         until `committed` says they are."""
         self.spans.settle()
+        if self._marked:
+            self._mark_progress()
         group = self.group
         for stream, record in group.records.items():
             key = digest_key(stream, self.partition)
@@ -187,18 +199,61 @@ class PartitionEngine:
     def process_hop(
         self,
         procedure: str,
+        sender: int,
         batch_id: int,
         tuples: Sequence[Record],
         source: tuple[str, int, int],
     ) -> None:
-        """Run repartitioned `procedure` on its part of batch `batch_id`, read at `source`
-        from its topic: one TE, whose effects commit with the topic's next offset. The
-        senders' transactions put each part there exactly once, so there is no batch id to
-        check: the position alone says what was done."""
+        """A record of repartitioned `procedure`'s topic, read at `source`: engine
+        `sender`'s part of batch `batch_id`, or (no tuples) its progress marker. A part is
+        one TE, whose effects commit with the topic's next offset; the senders'
+        transactions put each part there exactly once, so no batch id needs checking. An
+        ordered hop's parts wait in its inbox until their turn (`HopInbox`), and the
+        position stays at the oldest waiting one."""
         proc = self.df.decl.procedures[procedure]
-        self._dispatch(self.group.ws, proc, proc.input, batch_id, tuples)
-        self.group.batches += 1
-        self.passed(source)
+        inbox = self.inboxes.get(procedure)
+        if inbox is None:
+            if tuples:
+                self._dispatch(self.group.ws, proc, proc.input, batch_id, tuples)
+                self.group.batches += 1
+            self.passed(source)
+            return
+        inbox.receive(sender, batch_id, tuples, source[2])
+        for part in inbox.ready():
+            self._dispatch(self.group.ws, proc, proc.input, part.batch_id, part.tuples)
+            self.group.batches += 1
+        position = inbox.position()
+        if position is not None:
+            self.set_position(source[0], position)
+
+    def progress(self, stream: str, batch_id: int, source: tuple[str, int, int]) -> None:
+        """A producer's progress mark on border `stream`: every batch up to `batch_id` has
+        been sent to this partition. It counts as the last batch seen, so an ordered hop fed
+        from here may pass it, and a later batch not above it is refused as stale."""
+        key = last_batch_key(stream, self.partition)
+        last = self.sys_value(key)
+        if stream not in self.spanning and (last is None or batch_id > last):
+            self.set_sys(key, batch_id)
+        if not self.spans.queue:
+            self.passed(source)
+
+    def _mark_progress(self) -> None:
+        """Tell every engine's inbox of each ordered hop fed from here how far this engine
+        has come, with the group, after its parts: a marker (a part with no tuples)."""
+        for hop, start in self._marked:
+            if start.repartitioned:
+                passed = self.inboxes[start.name].frontier()
+            else:
+                passed = self.sys_value(last_batch_key(start.input, self.partition))
+            key = marker_key(hop.name)
+            sent = self.sys_value(key)
+            if passed is None or (sent is not None and passed <= sent):
+                continue
+            self.set_sys(key, passed)
+            self.group.outputs += [
+                OutputBatch(hop.input, passed, [], hop=hop.name, partition=q)
+                for q in range(self.partitions)
+            ]
 
     def completed(self, stream: str, batch_id: int, record: bytes | None) -> None:
         """Batch `batch_id` of `stream` is done here: the last one, its record's digest

@@ -103,6 +103,7 @@ class App:
         name: str | None = None,
         touches: Touches | None = None,
         partition_by: PartitionBy | None = None,
+        ordered: bool = False,
     ) -> Callable[[ProcedureFn], ProcedureFn]:
         """Declare a stored procedure; each run on one input batch is one TE.
 
@@ -121,6 +122,7 @@ class App:
                 windows=tuple(_name(w) for w in windows),
                 touches=touches,
                 partition_by=partition_by,
+                ordered=ordered,
             )
             self._add(self.decl.procedures, proc, "procedure")
             return fn

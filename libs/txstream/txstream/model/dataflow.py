@@ -28,6 +28,11 @@ class Dataflow:
         """Repartitioned procedures: each reads its input through a topic of its own."""
         return tuple(p.name for p in self.decl.procedures.values() if p.repartitioned)
 
+    def chain_start(self, name: str) -> Procedure:
+        """The first procedure, on the sending engine, of the chain that makes repartitioned
+        procedure `name`'s input: one reading a border stream, or a repartitioned one."""
+        return _chain_start(self.decl, self.producers, self.procedure(name))
+
     @property
     def border_streams(self) -> tuple[str, ...]:
         """Streams read by procedures but made by none: the dataflow's inputs from outside."""
@@ -54,8 +59,8 @@ def build_dataflow(decl: Declarations) -> Dataflow:
             producers[out] = proc.name
     _check_windows(decl)
     _check_spanning(decl, producers, consumers)
-    _check_hops(decl, producers)
     order = _topological_order(decl, producers)
+    _check_hops(decl, producers)  # walks the graph: after the cycle check
     rank = {name: i for i, name in enumerate(order)}
     return Dataflow(
         decl=decl,
@@ -127,6 +132,8 @@ def _check_hops(decl: Declarations, producers: Mapping[str, str]) -> None:
     own: its input must come from a procedure (a border stream is placed by its producer),
     and it cannot share a transaction with anything."""
     for proc in decl.procedures.values():
+        if proc.ordered and not proc.repartitioned:
+            raise DataflowError(f"procedure {proc.name!r}: ordered= applies to partition_by=")
         if not proc.repartitioned:
             continue
         where = f"repartitioned procedure {proc.name!r}"
@@ -140,6 +147,28 @@ def _check_hops(decl: Declarations, producers: Mapping[str, str]) -> None:
             )
         if any(proc.name in nt.procedures for nt in decl.nested.values()):
             raise DataflowError(f"{where}: it cannot be part of a nested transaction")
+        if proc.ordered:
+            _check_ordered_entry(decl, producers, proc)
+
+
+def _check_ordered_entry(decl: Declarations, producers: Mapping[str, str], hop: Procedure) -> None:
+    """An ordered hop behind another hop needs that one ordered too: only an ordered inbox
+    knows when it has passed a batch."""
+    proc = _chain_start(decl, producers, hop)
+    if proc.repartitioned and not proc.ordered:
+        raise DataflowError(
+            f"repartitioned procedure {hop.name!r} is ordered, but runs behind {proc.name!r}, "
+            "which is not: order it too"
+        )
+
+
+def _chain_start(decl: Declarations, producers: Mapping[str, str], hop: Procedure) -> Procedure:
+    """The first procedure, on the engine that makes `hop`'s input, of the chain that makes
+    it: one reading a border stream, or a repartitioned one."""
+    proc = decl.procedures[producers[hop.input]]
+    while not proc.repartitioned and proc.input in producers:
+        proc = decl.procedures[producers[proc.input]]
+    return proc
 
 
 def _topological_order(decl: Declarations, producers: Mapping[str, str]) -> tuple[str, ...]:

@@ -80,6 +80,8 @@ class Procedure:
     # A repartitioned procedure reads its input, on the engine owning each tuple's new key,
     # through a Kafka topic of its own (`engine.hops`).
     partition_by: PartitionBy | None = None
+    # An ordered hop runs its parts in (batch id, sender) order, not as they arrive.
+    ordered: bool = False
 
     @property
     def spanning(self) -> bool:

@@ -89,6 +89,16 @@ SPAN_WAIT_SECONDS = Gauge(
     "How long the oldest started spanning batch has waited for the other engines' reads",
     ["app", "partition"],
 )
+HOP_WAITING = Gauge(
+    "txstream_hop_waiting_parts",
+    "Parts an ordered repartitioned procedure holds until no engine can send an earlier one",
+    ["app", "partition", "procedure"],
+)
+HOP_WAIT_SECONDS = Gauge(
+    "txstream_hop_oldest_wait_seconds",
+    "How long the oldest part an ordered repartitioned procedure holds has waited",
+    ["app", "partition", "procedure"],
+)
 
 
 class TeLatency(Collector):

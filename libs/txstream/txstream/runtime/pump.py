@@ -41,7 +41,7 @@ class TaskPump:
         first = self.consumer.poll(self.task.idle_wait(timeout_s))
         msgs = [] if first is None else [first, *self.consumer.consume(max_records - 1, 0)]
         records = [
-            (topic, msg.offset() or 0, msg.value())
+            (topic, msg.offset() or 0, msg.value(), msg.key())
             for msg in msgs
             if msg.error() is None and (topic := msg.topic()) is not None
         ]

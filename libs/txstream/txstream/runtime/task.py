@@ -28,6 +28,7 @@ from txstream.commit.policy import OLTP_GROUP_MS, CommitPolicy
 from txstream.commit.record_limit import RECORD_FRAMING, RecordLimit
 from txstream.config import Settings
 from txstream.engine.group import Group
+from txstream.engine.hops import PROGRESS
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.spanning import Owner
 from txstream.kafka.admin import TopicAdmin
@@ -62,6 +63,8 @@ log = logging.getLogger(__name__)
 STORE_LOCK_WAIT_S = 60.0
 # While a commit is in flight the delivery loop looks back this often, to start the next.
 IN_FLIGHT_POLL_S = 0.001
+# An input record as the pump delivers it: (topic, offset, value, key).
+InputRecord = tuple[str, int, bytes | None, bytes | None]
 # A spanning batch waiting this long for other engines' reads is logged (then as often).
 SPAN_WARN_S = 10.0
 
@@ -109,11 +112,13 @@ class PartitionTask:
         self.reads = ReadsCodec(self.codec, registry)
         self._spanning = bool(self.inputs.exchange)  # the app has spanning procedures
         # Inputs that arrive while a 2PC participant is blocked, in arrival order.
-        self._deferred: deque[tuple[str, int, bytes | None]] = deque()
+        self._deferred: deque[InputRecord] = deque()
         self._abort_schema = registry.get("txstream.AbortRecord")
         self._notice_schema = registry.get("txstream.CommitNotice")
         self._group_started = 0.0
         self._span_warned = 0.0
+        self._hop_warned = 0.0
+        self._partitions = 1  # engines of the app, once `_owner` has asked (hops need it)
         self._in_flight: _InFlight | None = None
         self._since_snapshot = 0
         self._snapshot_at = time.monotonic()
@@ -148,6 +153,7 @@ class PartitionTask:
         seal = RecordLimit(
             self.settings.kafka_max_record_bytes, self.topics, self.batch_codecs, self.codec
         )
+        owner = self._owner()  # before the engine: it also counts the partitions
         self.engine = PartitionEngine(
             self.dataflow,
             self.state,
@@ -157,7 +163,8 @@ class PartitionTask:
             timer=metrics.te_timer(self.app.name),
             seal=seal,
             flat_tables=self.codec.flat_tables,
-            owner=self._owner(),
+            owner=owner,
+            partitions=self._partitions,
         )
         self.checked = CheckedMode(self.state_dir.with_name(f"p{self.partition}.checked"), seal)
         self.checked.load()
@@ -197,8 +204,8 @@ class PartitionTask:
         the app's partition count, which its changelog has (made with the other topics)."""
         if not (self._spanning or self.inputs.hops):
             return None
-        count = len(TopicAdmin(self.settings).partitions(self.topics.changelog))
-        return partial(partition_of, partitions=count)
+        self._partitions = len(TopicAdmin(self.settings).partitions(self.topics.changelog))
+        return partial(partition_of, partitions=self._partitions)
 
     def positions(self) -> dict[str, int]:
         """{input topic: next offset to read}, as of the last processed record."""
@@ -214,25 +221,25 @@ class PartitionTask:
         """The committed state in RocksDB as plain tables: {table: {key: row}}."""
         return table_rows(self.codec, dict(self.store.scan(b"")))
 
-    def run(
-        self, records: Iterable[tuple[str, int, bytes | None]], backlog: bool = False
-    ) -> Iterator[None]:
-        """Handle a delivered run of (topic, offset, value) records, pausing whenever a group
+    def run(self, records: Iterable[InputRecord], backlog: bool = False) -> Iterator[None]:
+        """Handle a delivered run of (topic, offset, value, key) records, pausing whenever a group
         commit is due; the caller commits (in whatever thread it keeps for that) and resumes.
         The records at hand all handled, time is told, and a waiting 2PC vote is committed.
         `backlog`: more input is waiting (the poll was full), so groups may grow longer."""
-        for topic, offset, value in records:
-            self.handle(topic, offset, value)
+        for topic, offset, value, key in records:
+            self.handle(topic, offset, value, key)
             if self.commit_due(backlog=backlog):
                 yield
         self.tick()
         if self.commit_due(end_of_run=True, backlog=backlog):
             yield
 
-    def handle(self, topic: str, offset: int, value: bytes | None) -> None:
+    def handle(
+        self, topic: str, offset: int, value: bytes | None, key: bytes | None = None
+    ) -> None:
         """Process one input record; a record before the current position is a redelivery."""
         try:
-            self._handle(topic, offset, value)
+            self._handle(topic, offset, value, key)
         except StateStoreCorruption:
             self._drop_store()
             raise
@@ -266,20 +273,20 @@ class PartitionTask:
         if err is not None:
             self._reads_failed.append(err)
 
-    def _handle(self, topic: str, offset: int, value: bytes | None) -> None:
+    def _handle(self, topic: str, offset: int, value: bytes | None, key: bytes | None) -> None:
         if offset < self._received[topic]:
             return
         self._received[topic] = offset + 1
         if self.engine.group.empty:
             self._group_started = time.monotonic()
         if topic == self.topics.decisions or topic == self.topics.exchange:
-            self._process(topic, offset, value)
+            self._process(topic, offset, value, key)
             while self._deferred and self._process(*self._deferred[0]):
                 self._deferred.popleft()
-        elif self._deferred or not self._process(topic, offset, value):
-            self._deferred.append((topic, offset, value))
+        elif self._deferred or not self._process(topic, offset, value, key):
+            self._deferred.append((topic, offset, value, key))
 
-    def _process(self, topic: str, offset: int, value: bytes | None) -> bool:
+    def _process(self, topic: str, offset: int, value: bytes | None, key: bytes | None) -> bool:
         """Process one record; False if it must wait (nothing applied): for a 2PC decision,
         or while spanning batches are queued (`SpanRunner.holds`)."""
         if topic == self.topics.exchange:
@@ -298,7 +305,7 @@ class PartitionTask:
         source = (topic, self.partition, offset)
         if stream is None:
             assert hop is not None
-            self._hop(hop, source, value)
+            self._hop(hop, source, value, key)
             return True
         try:
             if value is None:
@@ -307,21 +314,30 @@ class PartitionTask:
         except BatchDecodeError as e:
             self.engine.reject(stream, source, "undecodable", str(e))
             return True
-        self.engine.process(stream, batch.batch_id, batch.tuples, source, value)
+        if batch.stream == PROGRESS:
+            self.engine.progress(stream, batch.batch_id, source)
+        else:
+            self.engine.process(stream, batch.batch_id, batch.tuples, source, value)
         return True
 
-    def _hop(self, procedure: str, source: tuple[str, int, int], value: bytes | None) -> None:
-        """A part of a batch for repartitioned `procedure`, sent by another engine's commit;
-        one that cannot be decoded is a dead letter, and moved past."""
+    def _hop(
+        self, procedure: str, source: tuple[str, int, int], value: bytes | None, key: bytes | None
+    ) -> None:
+        """A part of a batch for repartitioned `procedure` (or a progress marker), sent by
+        another engine's commit, keyed by that engine; one that cannot be decoded, or names
+        no engine, is a dead letter, and moved past."""
         stream = self.dataflow.procedure(procedure).input
         try:
             if value is None:
                 raise BatchDecodeError("empty record value")
             batch = self.batch_codecs[stream].decode(value)
-        except BatchDecodeError as e:
-            self.engine.reject(source[0], source, "undecodable", str(e))
+            sender = int(key or b"")
+            if not 0 <= sender < self.engine.partitions:
+                raise ValueError(f"no engine {sender}")
+        except (BatchDecodeError, ValueError) as e:
+            self.engine.reject(source[0], source, "undecodable", f"{e} (key {key!r})")
             return
-        self.engine.process_hop(procedure, batch.batch_id, batch.tuples, source)
+        self.engine.process_hop(procedure, sender, batch.batch_id, batch.tuples, source)
 
     def _exchange(self, offset: int, value: bytes | None) -> None:
         """Another engine's reads for a spanning batch; one that cannot be decoded is a
@@ -365,6 +381,8 @@ class PartitionTask:
             self._group_started = time.monotonic()
         if self._spanning:
             self._report_spans()
+        if self.engine.inboxes:
+            self._report_hops()
 
     def _report_spans(self) -> None:
         labels = (self.app.name, str(self.partition))
@@ -384,6 +402,26 @@ class PartitionTask:
                 "up, and was the batch sent to every partition?",
                 self.partition, batch_id, waited, engines,
             )  # fmt: skip
+
+    def _report_hops(self) -> None:
+        """Parts of ordered hops held for other engines: gauges, and a warning naming the
+        engines not heard from, since a producer that never marks its progress (or an
+        engine that is down) holds them for good."""
+        now = time.monotonic()
+        warn = now >= self._hop_warned + SPAN_WARN_S
+        for name, inbox in self.engine.inboxes.items():
+            labels = (self.app.name, str(self.partition), name)
+            waited = inbox.oldest_wait()
+            metrics.HOP_WAITING.labels(*labels).set(len(inbox.waiting))
+            metrics.HOP_WAIT_SECONDS.labels(*labels).set(waited)
+            if warn and waited >= SPAN_WARN_S:
+                self._hop_warned = now
+                log.warning(
+                    "p%d: %d parts for %s have waited up to %.0f s, the next for engines %s: "
+                    "is each up, and does its producer mark its progress "
+                    "(txstream produce --progress)?",
+                    self.partition, len(inbox.waiting), name, waited, inbox.waiting_for(),
+                )  # fmt: skip
 
     def commit_due(self, end_of_run: bool = False, backlog: bool = False) -> bool:
         """Whether to start a commit now; `end_of_run` when the records at hand are all

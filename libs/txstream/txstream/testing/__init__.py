@@ -133,7 +133,7 @@ class AppTester:
         hops = self._commit()
         while hops:  # repartitioned procedures: one partition owns every key here
             for i, out in enumerate(hops):
-                self.engine.process_hop(out.hop or "", out.batch_id, out.tuples, ("hop", 0, i))
+                self.engine.process_hop(out.hop or "", 0, out.batch_id, out.tuples, ("hop", 0, i))
             hops = self._commit()
         return outcome
 
