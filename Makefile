@@ -95,7 +95,8 @@ test: setup lint
 # workers killed during consumer-group rebalances (tests/faults/test_rebalance_kill.py); and
 # the ETL on a secured cluster (tests/integration/test_security.py); and the order pipeline
 # on more partition, worker and batch-size choices, and with its workers SIGKILLed
-# (tests/faults/test_orders_kill.py).
+# (tests/faults/test_orders_kill.py), and a repartitioned edge with its workers SIGKILLed
+# (tests/faults/test_hops_kill.py).
 # A failing case names its seed; rerun it alone with TXSTREAM_FAULT_SEED=<seed>. Also the
 # engine's property tests at 5,000 examples, the commit-protocol simulation at 10,000
 # seeds and the spanning-procedure simulation at 3,000 (a failing one says how to rerun it
@@ -126,6 +127,7 @@ bench: up peers-venv
 	$(BIN)/python bench/etl_bench.py --votes 20000 --rate 1000
 	$(BIN)/python bench/orders_bench.py --events 3000 --workers 1,2 --batch-sizes 1 --out build/bench/orders_bench.json
 	$(BIN)/python bench/transfers_bench.py --accounts 2000 --transfers 3000 --workers 1 --batch-sizes 1,10
+	$(BIN)/python bench/hops_bench.py --events 5000 --workers 1 --batch-sizes 1,10
 	$(BIN)/python -m bench.commit_sweep --intervals 5,10,20 --sizes 1,10 --batches 8000 \
 	  --figures build/bench
 
@@ -140,6 +142,7 @@ bench-full: up peers-venv
 	$(BIN)/python bench/etl_bench.py --votes 50000 --rate 1000
 	$(BIN)/python bench/orders_bench.py --events 20000 --workers 1,2,4 --batch-sizes 1,10
 	$(BIN)/python bench/transfers_bench.py --accounts 10000 --transfers 20000 --workers 1,2 --batch-sizes 1,10
+	$(BIN)/python bench/hops_bench.py --events 20000 --workers 1,2 --batch-sizes 1,10
 
 clean: down
 	rm -rf .txstream build

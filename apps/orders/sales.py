@@ -88,6 +88,22 @@ def reference(
     return customers, items, totals
 
 
+def parts(batches: Iterable[Sequence[Record]], owner: Callable[[int], int]) -> int:
+    """How many parts the edge carries: per batch, one per (customer's engine, item's
+    engine) pair among its accepted orders (`owner` places a key)."""
+    placed: set[tuple[int, int]] = set()
+    total = 0
+    for batch in batches:
+        pairs = set()
+        for e in batch:
+            key = (e["customer"], e["order_id"])
+            if e["kind"] == "O" and e["amount"] > 0 and key not in placed:
+                placed.add(key)
+                pairs.add((owner(e["customer"]), owner(e["item"])))
+        total += len(pairs)
+    return total
+
+
 def _add(counts: Counts, key: int, units: int) -> tuple[int, int]:
     orders, total = counts.get(key, (0, 0))
     counts[key] = (orders + 1, total + units)

@@ -9,10 +9,10 @@ from pathlib import Path
 import pytest
 
 from orders.sales import reference
+from orders.sales_run import SalesRun, by_item, sales_events
 from tests.conftest import KafkaEnv
 from tests.faults.killer import Killer, kill_leftovers
 from tests.faults.scale import LONG, seeds
-from tests.integration.sales_cluster import SalesCluster, by_item, sales_events
 from txstream.kafka.routing import partition_of
 
 WORKERS = 2
@@ -32,7 +32,7 @@ def test_sigkilled_workers_give_the_serial_reference(
     # produced in slices of SLICE events, batches of 2: no batch straddles a slice
     batches = [events[i : i + 2] for i in range(0, EVENTS, 2)]
     customers, items, totals = reference(batches, lambda c: partition_of((c,), 4))
-    cluster = SalesCluster(settings, partitions=4, workers=WORKERS)
+    cluster = SalesRun(settings, partitions=4, workers=WORKERS)
     killers = [
         Killer(
             settings.run_dir / f"worker-{i}.pid",

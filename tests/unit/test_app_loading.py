@@ -107,6 +107,17 @@ def test_describe_shows_the_dataflow_and_its_topics(modules: Path) -> None:
     assert "totals [chain.Item]" in out
 
 
+def test_describe_says_where_cross_partition_procedures_run() -> None:
+    result = CliRunner().invoke(cli, ["describe", "--app", "orders.sales:from_params"])
+    assert result.exit_code == 0, result.output
+    assert (
+        "tally: accepted_orders -> item_totals; repartitioned by item through topic "
+        "sales.hop.tally, parts run in batch-id order"
+    ) in result.output
+    spanning = CliRunner().invoke(cli, ["describe", "--app", "orders.dataflow:from_params"])
+    assert "shop: events -> order_outcomes; spans partitions (touches=)" in spanning.output
+
+
 @pytest.mark.parametrize(("fmt", "first"), [("mermaid", "flowchart LR"), ("dot", 'digraph "mine"')])
 def test_describe_draws_the_graph(modules: Path, fmt: str, first: str) -> None:
     result = CliRunner().invoke(cli, ["describe", "--app", "myflows:build", "--format", fmt])

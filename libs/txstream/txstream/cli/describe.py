@@ -15,6 +15,7 @@ from txstream.config import Settings
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App, AppLoadError, load_app
 from txstream.model.dataflow import Dataflow
+from txstream.model.declarations import Procedure
 from txstream.model.windows import TimeWindowSpec, TupleWindowSpec
 
 
@@ -62,7 +63,7 @@ def text(app: App, partitions: int) -> str:
         owned = f"; owns window {', '.join(p.windows)}" if p.windows else ""
         nested = df.nested_of.get(name)
         member = f"; in nested transaction {nested.name}" if nested else ""
-        lines.append(f"  {name}: {p.input} -> {outs}{owned}{member}")
+        lines.append(f"  {name}: {p.input} -> {outs}{owned}{member}{_placement(p, topics)}")
     if decl.windows:
         lines += ["", "windows:"]
         owners = {w: p.name for p in decl.procedures.values() for w in p.windows}
@@ -82,6 +83,17 @@ def text(app: App, partitions: int) -> str:
         f"system topics: {topics.commits} (commit notices), {topics.aborts} (dead letters)",
     ]
     return "\n".join(lines)
+
+
+def _placement(p: Procedure, topics: AppTopics) -> str:
+    """Where a procedure runs, when not simply on the engine that has its input."""
+    if p.spanning:
+        return "; spans partitions (touches=): its input reaches every engine"
+    if p.partition_by is None:
+        return ""
+    by = p.partition_by if isinstance(p.partition_by, str) else "a function"
+    order = "in batch-id order" if p.ordered else "as they arrive"
+    return f"; repartitioned by {by} through topic {topics.hop(p.name)}, parts run {order}"
 
 
 def mermaid(app: App, partitions: int) -> str:

@@ -225,6 +225,10 @@ class PartitionEngine:
         position = inbox.position()
         if position is not None:
             self.set_position(source[0], position)
+        frontier = inbox.frontier()
+        if frontier is not None:  # the commit notice says how far: every part up to it ran
+            self.group.first_batch_ids.setdefault(proc.input, frontier)
+            self.group.last_batch_ids[proc.input] = frontier
 
     def progress(self, stream: str, batch_id: int, source: tuple[str, int, int]) -> None:
         """A producer's progress mark on border `stream`: every batch up to `batch_id` has

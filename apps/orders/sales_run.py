@@ -1,5 +1,6 @@
-"""The sales app (`orders.sales`, a repartitioned edge) on the real broker: supervised
-workers, order events produced by customer, and its committed tables read back."""
+"""The sales app (`orders.sales`, a repartitioned edge) on the real stack, for the tests and
+the benchmark: supervised workers, order events produced by customer with progress marks,
+and what the engines committed read back."""
 
 from __future__ import annotations
 
@@ -11,13 +12,18 @@ import uuid
 from collections.abc import Callable
 from pathlib import Path
 
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 
+from orders.commits import CommitWatch
 from orders.sales import Counts, build_app
 from txstream.config import Settings
 from txstream.engine.hops import PROGRESS
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import idempotent_producer_config, send
+from txstream.kafka.clients import (
+    idempotent_producer_config,
+    read_committed_consumer_config,
+    send,
+)
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_app_topics
@@ -30,6 +36,7 @@ from txstream.state.codec import StateCodec
 
 
 def sales_events(seed: int, n: int) -> list[Record]:
+    """`n` orders from 25 customers for 40 items; order ids repeat (about half are new)."""
     rng = random.Random(seed)
     return [
         {"seq": i, "kind": "O", "order_id": rng.randrange(n // 2 + 1),
@@ -46,10 +53,12 @@ def by_item(totals: list[Record]) -> dict[int, list[Record]]:
     return out
 
 
-class SalesCluster:
-    def __init__(self, settings: Settings, partitions: int, workers: int) -> None:
+class SalesRun:
+    def __init__(
+        self, settings: Settings, partitions: int, workers: int, ordered: bool = True
+    ) -> None:
         self.settings, self.partitions = settings, partitions
-        self.app = build_app(f"sales-{uuid.uuid4().hex[:10]}")
+        self.app = build_app(f"sales-{uuid.uuid4().hex[:10]}", ordered)
         self.topics = AppTopics(self.app.name)
         self.producer = Producer(idempotent_producer_config(settings))
         self.batches = 0
@@ -59,7 +68,8 @@ class SalesCluster:
         self.state_codec = StateCodec(self.app.dataflow(), registry)
         txstream = str(Path(sys.executable).with_name("txstream"))
         argv = [txstream, "worker", "run", "--app", "orders.sales:from_params",
-                "--params", json.dumps({"name": self.app.name}), "--no-metrics"]  # fmt: skip
+                "--params", json.dumps({"name": self.app.name, "ordered": ordered}),
+                "--no-metrics"]  # fmt: skip
         policy = Policy(max_restarts=100, window_s=60.0, backoff_ms=100, backoff_max_ms=1000)
         self.services = [
             Supervised(f"worker-{i}", [*argv, "--instance-id", str(i)], settings, policy=policy)
@@ -92,6 +102,34 @@ class SalesCluster:
         for p in range(self.partitions):
             send(self.producer, topic, mark, partition=p)
         assert self.producer.flush(60) == 0
+
+    def wait_committed(self, timeout_s: float) -> None:
+        """Until every engine's ordered inbox has run every part up to the last batch sent,
+        from the commit notices (an ordered edge reports how far its inbox has come)."""
+        watch = CommitWatch(self.settings, self.topics.commits, self.partitions)
+        try:
+            targets = {"accepted_orders": [self.batches] * self.partitions}
+            watch.wait(targets, timeout_s, self.alive)
+        finally:
+            watch.close()
+
+    def wait_parts(self, parts: int, timeout_s: float) -> None:
+        """Until `parts` of `tally`'s TEs have committed (each emits one record of running
+        totals): for either kind of edge, without decoding anything."""
+        topic = self.topics.stream("item_totals")
+        conf = read_committed_consumer_config(self.settings, f"sales-{uuid.uuid4().hex}")
+        consumer = Consumer(conf)
+        consumer.assign([TopicPartition(topic, q, 0) for q in range(self.partitions)])
+        seen, deadline = 0, time.monotonic() + timeout_s
+        try:
+            while seen < parts:
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"{seen} of {parts} parts committed in {timeout_s:.0f}s")
+                if not self.alive():
+                    raise RuntimeError("a worker's supervisor is gone; see its log")
+                seen += sum(m.error() is None for m in consumer.consume(1000, timeout=0.05))
+        finally:
+            consumer.close()
 
     def counts(self) -> dict[str, Counts]:
         tables = committed_tables(
