@@ -164,6 +164,17 @@ class SpanCluster:
                     tables.setdefault(table, {}).update(rows)
         return tables
 
+    def misplaced(self) -> list[tuple[int, str, Any]]:
+        """(engine, table, key) of every committed row on an engine that does not own it."""
+        return [
+            (p, table, key)
+            for p, base in enumerate(self.bases)
+            for table, rows in base.tables.items()
+            if table != SYS_TABLE
+            for key in rows
+            if self.owner(key) != p
+        ]
+
     def exchanged(self) -> int:
         return sum(len(log) for log in self.logs[EXCHANGE])
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import pytest
@@ -130,3 +131,57 @@ def test_a_completed_batch_re_sent_is_skipped() -> None:
     assert engine.process("events", 1, batch, ("ev", 0, 1), b"one") is Outcome.DUPLICATE
     group = engine.take_group()
     assert group.aborts == [] and group.ws.tables[SYS_TABLE][("pos", "ev", 0)] == {"value": 2}
+
+
+def nested_app(**member: object) -> App:
+    """withdraw, then deposit, as one nested transaction spanning partitions."""
+    app = App("span-nested")
+    app.stream("transfers", schema="bank.Transfer")
+    app.stream("credits", schema="bank.Transfer")
+    app.table("accounts", schema="bank.Account")
+
+    @app.procedure(input="transfers", outputs=["credits"])
+    def withdraw(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        for t in batch:
+            ctx.emit("credits", t)
+
+    app.procedure("credits", name="deposit", **member)(lambda ctx, batch: None)  # type: ignore[arg-type]
+    app.nested("transfer", ["withdraw", "deposit"],
+               touches=lambda t: [("accounts", t["payer"]), ("accounts", t["payee"])])  # fmt: skip
+    return app
+
+
+def test_a_spanning_nested_transaction_makes_its_root_input_spanning() -> None:
+    df = nested_app().dataflow()
+    assert df.spanning_streams == ("transfers",)
+    assert df.touches("withdraw") is not None and df.touches("deposit") is None
+
+
+@pytest.mark.parametrize(
+    ("member", "message"),
+    [
+        ({"touches": lambda t: []}, "'deposit': its input 'credits' must be a border stream"),
+        ({"outputs": ["after"]}, "'deposit''s output 'after' feeds 'last', outside it"),
+    ],
+)
+def test_the_model_refuses_what_a_spanning_nested_transaction_cannot_serve(
+    member: dict[str, object], message: str
+) -> None:
+    app = nested_app(**member)
+    if "outputs" in member:
+        app.stream("after", schema="bank.Transfer")
+        app.procedure("after", name="last")(lambda ctx, batch: None)
+    with pytest.raises(DataflowError, match=message):
+        app.dataflow()
+
+
+def test_the_root_of_a_spanning_nested_transaction_reads_a_border_stream() -> None:
+    app = nested_app()
+    app.stream("raw", schema="bank.Transfer")
+    app.decl.procedures["withdraw"] = dataclasses.replace(
+        app.decl.procedures["withdraw"], input="raw"
+    )
+    app.procedure("raw_in", name="feed", outputs=["raw"])(lambda ctx, batch: None)
+    app.stream("raw_in", schema="bank.Transfer")
+    with pytest.raises(DataflowError, match="its root 'withdraw' must read a border stream"):
+        app.dataflow()

@@ -8,7 +8,7 @@ enforced here, at run time, with errors that name the procedure.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any
+from typing import Any, NoReturn
 
 from txstream.engine import windows as win
 from txstream.engine.rows import private, privates
@@ -173,7 +173,7 @@ class TxnContext:
         out.append(tup)
         self.fire_insert(stream, tup)
 
-    def abort(self, reason: str, detail: str = "") -> None:
+    def abort(self, reason: str, detail: str = "") -> NoReturn:
         raise TxnAbort(reason, detail)
 
     def fire_insert(self, target: str, tup: Record) -> None:

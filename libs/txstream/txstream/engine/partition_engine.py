@@ -52,6 +52,7 @@ class _Scope:
     nested: NestedTransaction
     outputs: list[OutputBatch] = field(default_factory=list)
     deferred: list[tuple[Procedure, str, Sequence[Record]]] = field(default_factory=list)
+    span: Span | None = None  # a spanning nested transaction's, which every member reads by
 
 
 class _NestedAbort(Exception):
@@ -333,7 +334,12 @@ class PartitionEngine:
     def run_span(
         self, proc: Procedure, batch_id: int, tuples: Sequence[Record], span: Span
     ) -> None:
-        self._run_te(self.group.ws, proc, proc.input, batch_id, tuples, None, span)
+        """A spanning batch here: one TE, or the whole nested transaction `proc` roots."""
+        nested = self.df.nested_of.get(proc.name)
+        if nested is None:
+            self._run_te(self.group.ws, proc, proc.input, batch_id, tuples, None, span)
+        else:
+            self._run_nested(self.group.ws, nested, proc, proc.input, batch_id, tuples, span)
 
     def replay(
         self, entry: JournalEntry, tuples: Sequence[Record], digest: int | None = None
@@ -432,20 +438,32 @@ class PartitionEngine:
         stream: str,
         batch_id: int,
         tuples: Sequence[Record],
+        span: Span | None = None,
     ) -> bool:
-        scope = _Scope(nested)
+        """Run a nested transaction; a spanning one (`span`) keeps only this engine's
+        writes, once every member has run (a later member reads an earlier one's writes to
+        any key), and only its leader emits and records aborts."""
+        scope = _Scope(nested, span=span)
         nws = WriteSet(parent)
+        speaks = span is None or span.leader
         try:
             self._run_te(nws, proc, stream, batch_id, tuples, scope)
             if self.seal is not None:
                 scope.outputs = self.seal(nws, scope.outputs)
+            if span is not None:
+                keep_local(nws, span.plan, span.me)
+                scope.outputs = scope.outputs if span.leader else []
         except _NestedAbort as a:
-            self.group.aborts.append(
-                AbortRecord(f"{nested.name}/{a.procedure}", stream, batch_id, a.reason, a.error)
-            )
+            if speaks:
+                self.group.aborts.append(AbortRecord(
+                    f"{nested.name}/{a.procedure}", stream, batch_id, a.reason, a.error
+                ))  # fmt: skip
             return False
         except TxnAbort as e:  # sealed as a whole: no one member is to blame
-            self.group.aborts.append(AbortRecord(nested.name, stream, batch_id, e.reason, str(e)))
+            if speaks:
+                self.group.aborts.append(
+                    AbortRecord(nested.name, stream, batch_id, e.reason, str(e))
+                )
             return False
         nws.merge_into(parent)
         self.group.outputs.extend(scope.outputs)
@@ -473,6 +491,8 @@ class PartitionEngine:
         A member of a nested transaction writes straight into the transaction's write set:
         any member's abort drops that whole set, so a layer of its own would buy nothing."""
         ws = parent if scope is not None else WriteSet(parent)
+        if span is None and scope is not None:
+            span = scope.span
         decl = self.df.decl
         ctx = TxnContext(
             proc,
@@ -497,17 +517,17 @@ class PartitionEngine:
                 # a spanning TE's every write and output, on every participant alike: a
                 # record too large aborts the batch everywhere, not on its owner alone
                 outputs = self.seal(ws, outputs)
-            if span is not None:
+            if span is not None and scope is None:
                 keep_local(ws, span.plan, span.me)
                 outputs = outputs if span.leader else []
         except TxnAbort as e:
-            if span is None or span.leader:
+            if scope is not None or span is None or span.leader:
                 self._abort(proc, stream, batch_id, e.reason, str(e), scope)
             return False
         except StateUnavailable:
             raise
         except Exception as e:
-            if span is None or span.leader:
+            if scope is not None or span is None or span.leader:
                 self._abort(proc, stream, batch_id, "exception", exception_detail(e), scope)
             return False
         if self.timer is not None:

@@ -127,10 +127,11 @@ class SpanRunner:
         """Queue the next batch of a spanning stream, and move the queue on."""
         host = self.host
         (proc,) = host.df.consumers[stream]
-        assert proc.touches is not None
+        touches = host.df.touches(proc.name)
+        assert touches is not None
         entry = _Entry(proc, batch_id, tuples, source, record, None)
         try:
-            entry.plan = SpanPlan.of(proc.touches, tuples, host.owner)
+            entry.plan = SpanPlan.of(touches, tuples, host.owner)
         except Exception as e:  # every engine fails alike; engine 0 speaks for them
             if host.partition == 0:
                 detail = exception_detail(e)

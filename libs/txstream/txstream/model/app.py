@@ -146,10 +146,23 @@ class App:
 
         return register
 
-    def nested(self, name: str, procedures: Iterable[str | Callable[..., Any]]) -> None:
-        """Group procedures into one nested transaction per batch."""
+    def nested(
+        self,
+        name: str,
+        procedures: Iterable[str | Callable[..., Any]],
+        touches: Touches | None = None,
+    ) -> None:
+        """Group procedures into one nested transaction per batch: the root on the batch,
+        then each member on what the members before it emitted, all in one write set, so
+        each sees its predecessors' effects, and all commit or none.
+
+        `touches(tuple)`, over the root's input tuples, lists every (table, key) any member
+        may read or write: the nested transaction then spans partitions, as a spanning
+        procedure does (`engine.spanning`), serializable in batch order and atomic across
+        the engines owning those keys."""
         names = tuple(p if isinstance(p, str) else p.__name__ for p in procedures)
-        self._add(self.decl.nested, NestedTransaction(name, names), "nested transaction")
+        nested = NestedTransaction(name, names, touches)
+        self._add(self.decl.nested, nested, "nested transaction")
 
     def on_slide(self, window: str | Window) -> Callable[[F], F]:
         """An EE trigger: runs inside the owner's TE each time `window` slides."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 
-from txstream.model.declarations import Declarations, NestedTransaction, Procedure
+from txstream.model.declarations import Declarations, NestedTransaction, Procedure, Touches
 from txstream.model.errors import DataflowError
 
 
@@ -20,8 +20,22 @@ class Dataflow:
 
     @property
     def spanning_streams(self) -> tuple[str, ...]:
-        """Border streams read by a spanning procedure: delivered to every partition."""
-        return tuple(p.input for p in self.decl.procedures.values() if p.spanning)
+        """Border streams read by a spanning procedure, or by the root of a spanning nested
+        transaction: delivered to every partition."""
+        return tuple(
+            p.input for p in self.decl.procedures.values() if self.touches(p.name) is not None
+        )
+
+    def touches(self, procedure: str) -> Touches | None:
+        """What a batch of `procedure`'s input declares, if it runs across engines: its own
+        `touches`, or, for the root of a spanning nested transaction, the transaction's."""
+        proc = self.decl.procedures[procedure]
+        if proc.touches is not None:
+            return proc.touches
+        nested = self.nested_of.get(procedure)
+        if nested is not None and nested.touches is not None and nested.procedures[0] == procedure:
+            return nested.touches
+        return None
 
     @property
     def hops(self) -> tuple[str, ...]:
@@ -62,6 +76,8 @@ def build_dataflow(decl: Declarations) -> Dataflow:
     order = _topological_order(decl, producers)
     _check_hops(decl, producers)  # walks the graph: after the cycle check
     rank = {name: i for i, name in enumerate(order)}
+    nested_of = _nested_index(decl, rank, producers)
+    _check_spanning_nested(decl, producers, consumers, nested_of)
     return Dataflow(
         decl=decl,
         order=order,
@@ -70,7 +86,7 @@ def build_dataflow(decl: Declarations) -> Dataflow:
             s: tuple(decl.procedures[p] for p in sorted(ps, key=rank.__getitem__))
             for s, ps in consumers.items()
         },
-        nested_of=_nested_index(decl, rank, producers),
+        nested_of=nested_of,
     )
 
 
@@ -171,6 +187,39 @@ def _chain_start(decl: Declarations, producers: Mapping[str, str], hop: Procedur
     return proc
 
 
+def _check_spanning_nested(
+    decl: Declarations,
+    producers: Mapping[str, str],
+    consumers: Mapping[str, list[str]],
+    nested_of: Mapping[str, NestedTransaction],
+) -> None:
+    """A spanning nested transaction is one spanning unit: its root alone reads a border
+    stream, its members own no window and declare nothing of their own, and what they emit
+    feeds no procedure outside it (that one would run on one engine only). A member with
+    touches= of its own is a spanning procedure, which `_check_spanning` keeps out."""
+    for nt in decl.nested.values():
+        if nt.touches is None:
+            continue
+        root, *_ = nested_of[nt.procedures[0]].procedures
+        where = f"spanning nested transaction {nt.name!r}"
+        head = decl.procedures[root]
+        if head.input in producers:
+            raise DataflowError(f"{where}: its root {root!r} must read a border stream")
+        if len(consumers[head.input]) > 1:
+            raise DataflowError(f"{where}: its root {root!r} must be the only reader of "
+                                f"{head.input!r}")  # fmt: skip
+        for name in nt.procedures:
+            proc = decl.procedures[name]
+            if proc.windows:
+                raise DataflowError(f"{where}: member {name!r} cannot own windows")
+            for out in proc.outputs:
+                outside = [c for c in consumers.get(out, []) if c not in nt.procedures]
+                if outside:
+                    raise DataflowError(
+                        f"{where}: {name!r}'s output {out!r} feeds {outside[0]!r}, outside it"
+                    )
+
+
 def _topological_order(decl: Declarations, producers: Mapping[str, str]) -> tuple[str, ...]:
     graph = {
         p.name: {producers[p.input]} if p.input in producers else set()
@@ -199,7 +248,7 @@ def _nested_index(
                     f"{index[p].name!r} and {nt.name!r}"
                 )
             index[p] = NestedTransaction(
-                nt.name, tuple(sorted(nt.procedures, key=rank.__getitem__))
+                nt.name, tuple(sorted(nt.procedures, key=rank.__getitem__)), nt.touches
             )
         root, *rest = index[nt.procedures[0]].procedures
         members = set(nt.procedures)

@@ -114,10 +114,13 @@ class Transaction:
 
 @dataclass(frozen=True)
 class NestedTransaction:
-    """Procedures that run per batch as one unit: nothing interleaves, all commit or none."""
+    """Procedures that run per batch as one unit: nothing interleaves, all commit or none.
+    With `touches` (over the root's input tuples, covering every member's keys) the unit
+    spans partitions, as a spanning procedure does: a transactional subgraph at PL4."""
 
     name: str
     procedures: tuple[str, ...]
+    touches: Touches | None = None
 
 
 @dataclass

@@ -1,0 +1,66 @@
+"""Transfers as a nested transaction across engines: `withdraw`, then `deposit`.
+
+TSpoon's transactional subgraph, in S-Store's terms: each batch of transfers runs through
+`withdraw` (on the payers' accounts) and then `deposit` (on the payees'), as one nested
+transaction spanning the engines that own those accounts (`touches=` on the nested
+transaction). `deposit` sees what `withdraw` did; and when `deposit` aborts (a payee with
+no account), the whole batch is undone on every engine, withdrawals included: money is
+never lost between the two steps, though they run on different engines. Every procedure
+runs once per batch, on the whole batch, in nested order, as one engine would run it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from txstream import App, Record, TxnContext
+
+
+def touches(t: Record) -> list[tuple[str, int]]:
+    return [("accounts", t["payer"]), ("accounts", t["payee"])]
+
+
+def build_app(name: str = "nested-transfers") -> App:
+    app = App(name)
+    opens = app.stream("opens", schema="bank.Opening", key_field="account")
+    transfers = app.stream("transfers", schema="bank.Transfer")
+    credits = app.stream("credits", schema="bank.Transfer")
+    refusals = app.stream("refusals", schema="bank.TransferOutcome")
+    done = app.stream("transfers_done", schema="bank.TransferOutcome")
+    app.table("accounts", schema="bank.Account")
+
+    @app.procedure(input=opens)
+    def open_accounts(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        for row in batch:
+            ctx.table("accounts").put(row["account"], {"balance": row["balance"]})
+
+    @app.procedure(input=transfers, outputs=[credits, refusals])
+    def withdraw(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        accounts = ctx.table("accounts")
+        for t in batch:
+            payer = accounts.get(t["payer"])
+            if payer is None or t["payer"] == t["payee"] or payer["balance"] < t["amount"]:
+                why = "no_account" if payer is None else "refused"
+                ctx.emit("refusals", {"seq": t["seq"], "outcome": why})
+                continue
+            accounts.put(t["payer"], {"balance": payer["balance"] - t["amount"]})
+            ctx.emit("credits", t)
+
+    @app.procedure(input=credits, outputs=[done])
+    def deposit(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        accounts = ctx.table("accounts")
+        for t in batch:
+            payee = accounts.get(t["payee"])
+            if payee is None:
+                ctx.abort("no_account", f"transfer {t['seq']}: payee {t['payee']} has none")
+            accounts.put(t["payee"], {"balance": payee["balance"] + t["amount"]})
+            ctx.emit("transfers_done", {"seq": t["seq"], "outcome": "done"})
+
+    app.nested("transfer", [withdraw, deposit], touches=touches)
+    return app
+
+
+def from_params(params: Mapping[str, Any]) -> App:
+    """The worker's factory: `{"name": ...}`."""
+    return build_app(str(params.get("name", "nested-transfers")))
