@@ -15,7 +15,6 @@ is encoded to be measured.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
 from txstream.engine.group import OutputBatch
@@ -69,7 +68,9 @@ class RecordLimit:
                     self.stream_topics[out.stream] if out.hop is None else self.topics.hop(out.hop)
                 )
                 self._abort(topic, len(record))
-            sealed.append(dataclasses.replace(out, record=record))
+            sealed.append(
+                OutputBatch(out.stream, out.batch_id, out.tuples, record, out.hop, out.partition)
+            )
         if self.checked:
             self._check_encoded(ws)
             return sealed

@@ -399,7 +399,7 @@ class PartitionEngine:
             self.pending[(stream, batch_id)] = tuples
             return
         for proc in self.df.consumers.get(stream, ()):
-            if proc.repartitioned:
+            if proc.partition_by is not None:
                 continue  # its part of the batch was routed with the producing TE's outputs
             nested = self.df.nested_of.get(proc.name)
             if scope is None:

@@ -297,16 +297,17 @@ class PartitionTask:
         stream = self.inputs.streams.get(topic)
         if self._spanning and self.engine.spans.holds(spanning=stream in self.engine.spanning):
             return False
-        hop = self.inputs.hops.get(topic)
-        if stream is None and hop is None:  # the coordinator's requests
-            return self._oltp(topic, offset, value)
+        if stream is None:
+            hop = self.inputs.hops.get(topic)
+            if hop is None:  # the coordinator's requests
+                return self._oltp(topic, offset, value)
+            if self.engine.blocked:
+                return False
+            self._hop(hop, (topic, self.partition, offset), value, key)
+            return True
         if self.engine.blocked:
             return False  # TEs are not checked row by row: they wait for every decision
         source = (topic, self.partition, offset)
-        if stream is None:
-            assert hop is not None
-            self._hop(hop, source, value, key)
-            return True
         try:
             if value is None:
                 raise BatchDecodeError("empty record value")
