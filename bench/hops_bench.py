@@ -8,19 +8,23 @@ cross to the item's engine through `tally`'s topic. For each batch size K, worke
 and edge kind (ordered: parts in batch-id order by progress markers; arrival: as they
 come), a fresh app on P partitions is warmed up, then sent every event at once, with a
 progress mark to every partition after them, and timed until every part of the edge has
-run and committed. The committed counts are checked against the serial reference; a
-mismatch fails the benchmark. Prints the markdown table for docs/benchmarks.md; JSON: --out.
+run and committed; then a second fresh app is sent the same events paced at half that
+rate (progress marks every 20 ms), each event timed from when it was due to be sent until
+its running total's commit is seen (p50/p99). The committed counts are checked against the
+serial reference; a mismatch fails the benchmark. Prints the markdown table for
+docs/benchmarks.md; JSON: --out.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from machine_info import write_report
+from machine_info import percentile, write_report
 
 from orders.sales import parts, reference
 from orders.sales_run import SalesRun, sales_events
@@ -32,52 +36,75 @@ from txstream.stack.stack import Stack
 WARM_UP = 400  # events before the timed ones
 
 
-def measure(
-    settings: Settings, args: argparse.Namespace, k: int, w: int, ordered: bool
-) -> dict[str, Any]:
-    kind = "ordered" if ordered else "arrival"
-    print(f"K={k} W={w} {kind} ...", file=sys.stderr, flush=True)
+def one_run(
+    settings: Settings,
+    args: argparse.Namespace,
+    k: int,
+    w: int,
+    ordered: bool,
+    rate: float | None,
+) -> tuple[float, list[float], bool]:
+    """A fresh app warmed up, then the timed events (paced at `rate` batches/s, or all at
+    once): (seconds until every part committed, per-event delays in ms when paced, whether
+    the counts equal the serial reference)."""
     p = args.partitions
     events = sales_events(seed=1, n=WARM_UP + args.events)
     batches = [events[i : i + k] for i in range(0, len(events), k)]
     owner = lambda key: partition_of((key,), p)  # noqa: E731
     customers, items, _ = reference(batches, owner)
-    warm = parts(batches[: WARM_UP // k], owner)
     run = SalesRun(settings, p, w, ordered)
+    due: dict[int, float] = {}
     try:
         run.start()
         run.produce(events[:WARM_UP], k)
-        run.wait_parts(warm, args.timeout_s)
+        run.wait_parts(parts(batches[: WARM_UP // k], owner), args.timeout_s)
         started = time.monotonic()
-        run.produce(events[WARM_UP:], k)
-        run.wait_parts(parts(batches, owner), args.timeout_s)
+        pacer = threading.Thread(target=run.produce, args=(events[WARM_UP:], k, rate, due))
+        pacer.start()
+        delays = run.wait_parts(parts(batches, owner), args.timeout_s, due if rate else None)
         elapsed = time.monotonic() - started
+        pacer.join()
     finally:
         run.stop()
     equal = run.counts() == {"customer_sales": customers, "item_sales": items}
     admin = TopicAdmin(settings)
     admin.delete_topics(t for t in admin.list_topics() if t.startswith(f"{run.app.name}."))
+    return elapsed, delays, equal
+
+
+def measure(
+    settings: Settings, args: argparse.Namespace, k: int, w: int, ordered: bool
+) -> dict[str, Any]:
+    kind = "ordered" if ordered else "arrival"
+    print(f"K={k} W={w} {kind} ...", file=sys.stderr, flush=True)
+    elapsed, _, equal = one_run(settings, args, k, w, ordered, None)
+    rate = args.events / k / elapsed
+    print(f"K={k} W={w} {kind} at {rate / 2:,.0f} batches/s ...", file=sys.stderr, flush=True)
+    _, delays, paced_equal = one_run(settings, args, k, w, ordered, rate / 2)
     return {
         "batch_size": k,
         "workers": w,
-        "partitions": p,
+        "partitions": args.partitions,
         "edge": kind,
         "events_per_s": round(args.events / elapsed, 1),
-        "batches_per_s": round(args.events / k / elapsed, 1),
-        "equals_reference": equal,
+        "batches_per_s": round(rate, 1),
+        "p50_ms": round(percentile(delays, 50), 1),
+        "p99_ms": round(percentile(delays, 99), 1),
+        "equals_reference": equal and paced_equal,
     }
 
 
 def table(rows: list[dict[str, Any]]) -> str:
     lines = [
-        "| K | workers | partitions | edge | events/s | batches/s | equals reference |",
-        "|---:|---:|---:|---|---:|---:|---|",
+        "| K | workers | partitions | edge | events/s | batches/s | p50 at half load (ms) | "
+        "p99 at half load (ms) | equals reference |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---|",
     ]
     for r in rows:
         lines.append(
             f"| {r['batch_size']} | {r['workers']} | {r['partitions']} | {r['edge']} | "
-            f"{r['events_per_s']:,.0f} | {r['batches_per_s']:,.0f} | "
-            f"{'yes' if r['equals_reference'] else 'NO'} |"
+            f"{r['events_per_s']:,.0f} | {r['batches_per_s']:,.0f} | {r['p50_ms']:,.1f} | "
+            f"{r['p99_ms']:,.1f} | {'yes' if r['equals_reference'] else 'NO'} |"
         )
     return "\n".join(lines)
 

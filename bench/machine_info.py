@@ -6,6 +6,7 @@ import json
 import os
 import platform
 import shlex
+import statistics
 import sys
 from datetime import date
 from pathlib import Path
@@ -54,3 +55,10 @@ def write_report(
     out.write_text(json.dumps(doc, indent=2, default=str))
     print(f"\n{doc['date']}, {machine_text(m)}; `{doc['command']}`\n")
     return doc
+
+
+def percentile(values: list[float], q: int) -> float:
+    """The q-th percentile (inclusive method); the value itself for fewer than two."""
+    if len(values) < 2:
+        return values[0] if values else 0.0
+    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]

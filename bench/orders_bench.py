@@ -13,12 +13,11 @@ topics are deleted after it. Prints the markdown table for docs/benchmarks.md; J
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 from typing import Any
 
-from machine_info import write_report
+from machine_info import percentile, write_report
 
 from orders.files import Shop
 from orders.gen import generate
@@ -39,12 +38,6 @@ def run_one(settings: Settings, shop: Shop, config: RunConfig) -> RunReport:
     finally:
         admin = TopicAdmin(settings)
         admin.delete_topics(t for t in admin.list_topics() if t.startswith(f"{orders.app.name}."))
-
-
-def percentile(values: list[float], q: int) -> float:
-    if len(values) < 2:
-        return values[0] if values else 0.0
-    return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
 
 
 def measure(

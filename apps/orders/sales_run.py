@@ -53,6 +53,9 @@ def by_item(totals: list[Record]) -> dict[int, list[Record]]:
     return out
 
 
+MARK_EVERY_S = 0.02  # a paced producer's progress marks
+
+
 class SalesRun:
     def __init__(
         self, settings: Settings, partitions: int, workers: int, ordered: bool = True
@@ -84,24 +87,46 @@ class SalesRun:
         for s in reversed(self.services):
             s.stop()
 
-    def produce(self, events: list[Record], batch_size: int) -> None:
+    def produce(
+        self,
+        events: list[Record],
+        batch_size: int,
+        rate: float | None = None,
+        due: dict[int, float] | None = None,
+    ) -> None:
         """The next batches (ids go on from the last call's), each placed by customer, one
-        record per partition."""
+        record per partition, then a progress mark to every partition. At `rate` batches/s
+        they are paced, with a progress mark every MARK_EVERY_S, and each event's due time
+        (monotonic) goes into `due` by its seq."""
         topic = self.topics.stream("sales_events")
-        for start in range(0, len(events), batch_size):
+        started = marked = time.monotonic()
+        for i, start in enumerate(range(0, len(events), batch_size)):
+            if rate is not None:
+                wait = started + i / rate - time.monotonic()
+                if wait > 0:
+                    time.sleep(wait)  # pacing the load, not waiting for a condition
             self.batches += 1
             placed: dict[int, list[Record]] = {}
             for e in events[start : start + batch_size]:
                 placed.setdefault(partition_of((e["customer"],), self.partitions), []).append(e)
+                if due is not None:
+                    due[e["seq"]] = started + i / (rate or 1.0)
             for p, tuples in sorted(placed.items()):
                 record = self.codec.encode("sales_events", self.batches, tuples)
                 send(self.producer, topic, record, partition=p)
+            if rate is not None and time.monotonic() - marked >= MARK_EVERY_S:
+                self._mark(topic)
+                marked = time.monotonic()
+            self.producer.poll(0)
         # every batch so far is sent: a progress mark to every partition lets the ordered
         # edge run the parts of the last batches, which some engines had no part of
+        self._mark(topic)
+        assert self.producer.flush(60) == 0
+
+    def _mark(self, topic: str) -> None:
         mark = self.codec.encode(PROGRESS, self.batches, [])
         for p in range(self.partitions):
             send(self.producer, topic, mark, partition=p)
-        assert self.producer.flush(60) == 0
 
     def wait_committed(self, timeout_s: float) -> None:
         """Until every engine's ordered inbox has run every part up to the last batch sent,
@@ -113,23 +138,36 @@ class SalesRun:
         finally:
             watch.close()
 
-    def wait_parts(self, parts: int, timeout_s: float) -> None:
+    def wait_parts(
+        self, parts: int, timeout_s: float, due: dict[int, float] | None = None
+    ) -> list[float]:
         """Until `parts` of `tally`'s TEs have committed (each emits one record of running
-        totals): for either kind of edge, without decoding anything."""
+        totals), for either kind of edge. With `due` (seq -> due time), each total's delay
+        from its event's due time to its commit being seen, in ms; else nothing is decoded."""
         topic = self.topics.stream("item_totals")
         conf = read_committed_consumer_config(self.settings, f"sales-{uuid.uuid4().hex}")
         consumer = Consumer(conf)
         consumer.assign([TopicPartition(topic, q, 0) for q in range(self.partitions)])
-        seen, deadline = 0, time.monotonic() + timeout_s
+        codec = BatchCodec(SchemaRegistry(self.settings.schema_dir).get("orders.ItemTotal"))
+        seen, delays, deadline = 0, [], time.monotonic() + timeout_s
         try:
             while seen < parts:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"{seen} of {parts} parts committed in {timeout_s:.0f}s")
                 if not self.alive():
                     raise RuntimeError("a worker's supervisor is gone; see its log")
-                seen += sum(m.error() is None for m in consumer.consume(1000, timeout=0.05))
+                for msg in consumer.consume(1000, timeout=0.01):
+                    if msg.error() is not None:
+                        continue
+                    seen += 1
+                    if due is not None:
+                        now = time.monotonic()
+                        for t in codec.decode(msg.value() or b"").tuples:
+                            if t["seq"] in due:  # not a warm-up event's
+                                delays.append((now - due[t["seq"]]) * 1000)
         finally:
             consumer.close()
+        return delays
 
     def counts(self) -> dict[str, Counts]:
         tables = committed_tables(
