@@ -96,7 +96,9 @@ test: setup lint
 # the ETL on a secured cluster (tests/integration/test_security.py); and the order pipeline
 # on more partition, worker and batch-size choices, and with its workers SIGKILLed
 # (tests/faults/test_orders_kill.py), and a repartitioned edge with its workers SIGKILLed
-# (tests/faults/test_hops_kill.py).
+# (tests/faults/test_hops_kill.py); and, left out of `make test` to keep it short, the bank
+# run with its coordinator and workers killed, the sequencer killed mid-stream and three
+# brokers with one killed (tests/integration/test_cluster.py).
 # A failing case names its seed; rerun it alone with TXSTREAM_FAULT_SEED=<seed>. Also the
 # engine's property tests at 5,000 examples, the commit-protocol simulation at 10,000
 # seeds and the spanning-procedure simulation at 3,000 (a failing one says how to rerun it
@@ -104,6 +106,7 @@ test: setup lint
 faults: setup
 	TXSTREAM_FAULTS=long $(BIN)/pytest -q -ra tests/faults tests/integration/test_etl_warehouse.py \
 	  tests/integration/test_security.py tests/integration/test_orders.py \
+	  tests/integration/test_cluster.py \
 	  tests/property tests/simulation
 
 # Quix Streams, a peer in the leaderboard benchmark, pins confluent-kafka < 2.13: its own venv.

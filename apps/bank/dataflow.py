@@ -33,7 +33,8 @@ class Move(TypedDict):
 
 def build_app(name: str = "bank", recovery: str = "changelog") -> App:
     app = App(name, recovery=recovery)
-    app.table("accounts", schema="bank.Account", constraints={"balance >= 0": _non_negative})
+    app.table("accounts", schema="bank.Account", constraints={"balance >= 0": _non_negative},
+              key=("account",))  # fmt: skip
     payroll = app.stream("payroll", schema="bank.Payment", key_field="employer")
     payouts = app.stream("payouts", schema="bank.Payment")
 

@@ -28,7 +28,7 @@ def build_app(name: str = "nested-transfers") -> App:
     credits = app.stream("credits", schema="bank.Transfer")
     refusals = app.stream("refusals", schema="bank.TransferOutcome")
     done = app.stream("transfers_done", schema="bank.TransferOutcome")
-    app.table("accounts", schema="bank.Account")
+    app.table("accounts", schema="bank.Account", key=("account",))
 
     @app.procedure(input=opens)
     def open_accounts(ctx: TxnContext, batch: Sequence[Record]) -> None:

@@ -21,7 +21,7 @@ def build_app(name: str = "transfers") -> App:
     opens = app.stream("opens", schema="bank.Opening", key_field="account")
     transfers = app.stream("transfers", schema="bank.Transfer")
     outcomes = app.stream("transfer_outcomes", schema="bank.TransferOutcome")
-    app.table("accounts", schema="bank.Account")
+    app.table("accounts", schema="bank.Account", key=("account",))
 
     @app.procedure(input=opens)
     def open_accounts(ctx: TxnContext, batch: Sequence[Record]) -> None:

@@ -39,9 +39,9 @@ def build_app(name: str = "orders") -> App:
     accounts_in = app.stream("accounts_in", schema="orders.Account", key_field="customer")
     events = app.stream("events", schema="orders.Event")
     outcomes = app.stream("order_outcomes", schema="orders.Outcome")
-    app.table("items", schema="orders.Item")
-    app.table("accounts", schema="orders.Account")
-    app.table("order_ids", schema="orders.OrderSeen")
+    app.table("items", schema="orders.Item", key=("item",))
+    app.table("accounts", schema="orders.Account", key=("customer",))
+    app.table("order_ids", schema="orders.OrderSeen", key=("order_id",))
 
     @app.procedure(input=items_in)
     def load_items(ctx: TxnContext, batch: Sequence[Record]) -> None:

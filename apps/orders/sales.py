@@ -25,9 +25,9 @@ def build_app(name: str = "sales", ordered: bool = True) -> App:
     events = app.stream("sales_events", schema="orders.Event", key_field="customer")
     accepted = app.stream("accepted_orders", schema="orders.Event")
     totals = app.stream("item_totals", schema="orders.ItemTotal")
-    app.table("placed", schema="orders.OrderSeen")  # (customer, order id)
-    app.table("customer_sales", schema="orders.Sales")
-    app.table("item_sales", schema="orders.Sales")
+    app.table("placed", schema="orders.OrderSeen", key=("customer", "order_id"))
+    app.table("customer_sales", schema="orders.Sales", key=("customer",))
+    app.table("item_sales", schema="orders.Sales", key=("item",))
 
     @app.procedure(input=events, outputs=[accepted])
     def accept(ctx: TxnContext, batch: Sequence[Record]) -> None:

@@ -128,12 +128,13 @@ class SalesRun:
         for p in range(self.partitions):
             send(self.producer, topic, mark, partition=p)
 
-    def wait_committed(self, timeout_s: float) -> None:
-        """Until every engine's ordered inbox has run every part up to the last batch sent,
-        from the commit notices (an ordered edge reports how far its inbox has come)."""
+    def wait_committed(self, timeout_s: float, last: int | None = None) -> None:
+        """Until every engine's ordered inbox has run every part up to batch `last` (by
+        default the last one `produce` sent), from the commit notices (an ordered edge
+        reports how far its inbox has come)."""
         watch = CommitWatch(self.settings, self.topics.commits, self.partitions)
         try:
-            targets = {"accepted_orders": [self.batches] * self.partitions}
+            targets = {"accepted_orders": [last or self.batches] * self.partitions}
             watch.wait(targets, timeout_s, self.alive)
         finally:
             watch.close()

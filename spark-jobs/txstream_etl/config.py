@@ -29,12 +29,16 @@ class WarehouseConfigError(ValueError):
     """The warehouse file is missing, not TOML, or an entry is incomplete or inconsistent."""
 
 
+Renames = tuple[tuple[str, str], ...]  # field -> column, where a field's name is taken
+
+
 @dataclass(frozen=True)
 class Fact:
     stream: str
     schema: str  # the tuple schema's full name
     rule: str
     table: FactTable
+    rename: Renames = ()
 
 
 @dataclass(frozen=True)
@@ -43,6 +47,7 @@ class Mirror:
     schema: str
     rule: str
     table: MirrorTable
+    rename: Renames = ()
 
 
 @dataclass(frozen=True)
@@ -150,7 +155,7 @@ class _Entries:
         where = f"fact {i} ({e.get('table', '?')})"
         table = FactTable(self._get(where, e, "table", str), self._get(where, e, "columns", str))
         stream, schema = self._get(where, e, "stream", str), self._get(where, e, "schema", str)
-        return Fact(stream, schema, self._rule(where, e), table)
+        return Fact(stream, schema, self._rule(where, e), table, self._rename(where, e))
 
     def mirror(self, i: int, e: dict[str, Any]) -> Mirror:
         where = f"mirror {i} ({e.get('table', '?')})"
@@ -164,7 +169,17 @@ class _Entries:
             dimension=bool(e.get("dimension", False)),
         )
         engine_table = str(e.get("engine_table", table.name))
-        return Mirror(engine_table, self._get(where, e, "schema", str), self._rule(where, e), table)
+        schema, rule = self._get(where, e, "schema", str), self._rule(where, e)
+        return Mirror(engine_table, schema, rule, table, self._rename(where, e))
+
+    def _rename(self, where: str, entry: dict[str, Any]) -> Renames:
+        """`rename = {field = "column"}`: a field whose name the table's own columns take."""
+        rename = entry.get("rename", {})
+        if not isinstance(rename, dict) or not all(isinstance(v, str) for v in rename.values()):
+            raise WarehouseConfigError(
+                f"{self.path}: {where}: rename must map field names to column names"
+            )
+        return tuple(rename.items())
 
     def raw(self, e: dict[str, Any]) -> Raw:
         table = FactTable(self._get("raw", e, "table", str), self._get("raw", e, "columns", str))

@@ -129,6 +129,7 @@ class Decoder:
             yield self._undecodable(rec, source.table, str(e))
             return
         for seq, row in enumerate(batch.tuples):
+            row = _renamed(row, source.rename)
             yield self._clean(rec, source.table, source.rule, row, batch_id=batch.batch_id, seq=seq)
 
     def _changelog(self, source: ChangelogSource, rec: KafkaRecord) -> Iterator[dict[str, Any]]:
@@ -149,7 +150,7 @@ class Decoder:
         except Exception as e:  # fastavro raises many types for bytes that are not the schema
             yield self._undecodable(rec, target.table, f"{type(e).__name__}: {e}")
             return
-        yield self._clean(rec, target.table, target.rule, {**row, **key})
+        yield self._clean(rec, target.table, target.rule, _renamed({**row, **key}, target.rename))
 
     def _raw(self, source: RawSource, rec: KafkaRecord) -> dict[str, Any]:
         try:
@@ -172,6 +173,13 @@ def _named_key(target: StateTable, parts: tuple[Any, ...]) -> dict[str, Any]:
         head = len(names) - 1
         parts = (*parts[:head], ":".join(str(p) for p in parts[head:]))
     return {name: parts[i] if i < len(parts) else None for i, name in enumerate(names)}
+
+
+def _renamed(row: dict[str, Any], rename: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+    if not rename:
+        return row
+    names = dict(rename)
+    return {names.get(k, k): v for k, v in row.items()}
 
 
 def _json(row: dict[str, Any]) -> str:

@@ -19,6 +19,7 @@ class StreamSource:
     schema: str  # the tuple schema's full name
     table: str
     rule: str  # a name in `rules.RULES`
+    rename: tuple[tuple[str, str], ...] = ()  # field -> column
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,7 @@ class StateTable:
     table: str
     key_columns: tuple[str, ...]
     rule: str = "any"
+    rename: tuple[tuple[str, str], ...] = ()  # field -> column
 
 
 @dataclass(frozen=True)

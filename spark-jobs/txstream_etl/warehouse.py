@@ -62,14 +62,16 @@ class Warehouse:
         out = []
         if config.facts:
             sources: dict[str, StreamSource | ChangelogSource | RawSource] = {
-                topics.stream(f.stream): StreamSource(f.stream, f.schema, f.table.name, f.rule)
+                topics.stream(f.stream): StreamSource(
+                    f.stream, f.schema, f.table.name, f.rule, f.rename
+                )
                 for f in config.facts
             }
             facts = {f.table.name: f.table for f in config.facts}
             out.append(Query("streams", Plan(self.schema_dir, sources), dict(facts)))
         if config.mirrors:
             state = {
-                m.engine_table: StateTable(m.schema, m.table.name, m.table.key, m.rule)
+                m.engine_table: StateTable(m.schema, m.table.name, m.table.key, m.rule, m.rename)
                 for m in config.mirrors
             }
             changelog = Plan(self.schema_dir, {topics.changelog: ChangelogSource(state)})

@@ -13,7 +13,7 @@ import pytest
 
 from tests.conftest import KafkaEnv
 from tests.faults.killer import Killer
-from tests.faults.scale import cases, scaled
+from tests.faults.scale import LONG, cases, scaled
 from tests.faults.sequencer_checks import SCHEMA, check_exactly_once, wait_all_sealed
 from tests.integration.sequencer_driver import produce_events, unique, write_config
 from txstream.config import Settings, project_root
@@ -37,6 +37,7 @@ def events(with_ids: bool) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(600)
+@pytest.mark.skipif(not LONG, reason="a sequencer killed mid-stream (~50 s): runs in make faults")
 @pytest.mark.parametrize("ids", cases(["client"], ["client", "policy"]))
 def test_sigkilled_sequencer_loses_and_duplicates_nothing(
     kafka: KafkaEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ids: str

@@ -5,6 +5,7 @@ part is on its item's owner, and each sender's parts are in batch order."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,12 @@ from orders.sales import reference
 from orders.sales_run import SalesRun, by_item, sales_events
 from tests.conftest import KafkaEnv
 from tests.faults.killer import kill_leftovers
+from tests.integration.sequencer_driver import (
+    SequencerProcess,
+    produce_events,
+    unique,
+    write_config,
+)
 from txstream.kafka.routing import partition_of
 
 PARTITIONS = 4
@@ -44,3 +51,32 @@ def test_a_repartitioned_dataflow_equals_the_serial_reference(
             ids = [b for s, b, _ in log if s == sender]
             assert ids == sorted(set(ids)), f"partition {q}, sender {sender}: {ids}"
     assert {s for log in parts for s, _, _ in log} == set(range(PARTITIONS))
+
+
+@pytest.mark.timeout(300)
+def test_an_ordered_edge_fed_through_the_sequencer_runs_to_the_end(
+    kafka: KafkaEnv, tmp_path: Path, new_topic: Callable[..., str]
+) -> None:
+    """No client marks progress here: the sequencer's `progress = true` route does, so the
+    parts of the last batches, which some engines had no part of, run too."""
+    settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
+    events = sales_events(seed=8, n=300)
+    batches = [events[i : i + 3] for i in range(0, len(events), 3)]
+    customers, items, totals = reference(batches, lambda c: partition_of((c,), PARTITIONS))
+    raw = new_topic("raw-orders")
+    produce_events(settings, raw, [{**e, "batch_id": 1 + i // 3} for i, e in enumerate(events)])
+    cluster = SalesRun(settings, PARTITIONS, workers=1)
+    route = {"topic": raw, "app": cluster.app.name, "stream": "sales_events",
+             "schema": "orders.Event", "batch_id_field": "batch_id", "key_field": "customer",
+             "seal_after_ms": 100, "progress": True}  # fmt: skip
+    config = write_config(tmp_path / "seq.toml", unique("seq"), [route])
+    sequencer = SequencerProcess(settings, config, tmp_path / "sequencer.log")
+    try:
+        cluster.start()
+        cluster.wait_committed(200, last=len(batches))
+        assert cluster.counts() == {"customer_sales": customers, "item_sales": items}
+    finally:
+        sequencer.kill()
+        cluster.stop()
+        kill_leftovers(settings.home)
+    assert by_item(cluster.item_totals()) == by_item(totals)

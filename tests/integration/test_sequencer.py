@@ -24,6 +24,7 @@ from tests.integration.sequencer_driver import (
     write_config,
 )
 from txstream.config import Settings
+from txstream.engine.hops import PROGRESS
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
@@ -277,6 +278,52 @@ def test_a_broadcast_route_seals_each_batch_onto_every_partition(
     assert proc.terminate() == 0
     expected = [(b, [v["vote_id"] for v in sent if v["batch_id"] == b]) for b in range(1, 6)]
     assert placed() == dict.fromkeys(range(lanes), expected)
+
+
+def test_a_progress_route_marks_every_partition_after_the_batches_it_covers(
+    settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any]
+) -> None:
+    """What an ordered repartitioned edge downstream needs: once every batch up to m has
+    been sealed onto every partition, each partition is told so, after those batches."""
+    raw, app, lanes = new_topic("raw"), unique("seqapp"), 3
+    TopicAdmin(settings).create_topic(AppTopics(app).stream("votes"), lanes)
+    sent = [vote(i, batch_id=1 + i // 4) for i in range(40)]  # batches 1..10, keyed by phone
+    produce_events(settings, raw, sent)
+    proc, _ = start(raw, app=app, batch_id_field="batch_id", key_field="phone_number",
+                    seal_after_ms=100, progress=True)  # fmt: skip
+
+    def logs() -> dict[int, list[tuple[str, int]]]:
+        by_partition = batches_by_partition(settings, app, "votes", SCHEMA)
+        return {p: [(b.stream, b.batch_id) for b in bs] for p, bs in by_partition.items()}
+
+    def marked_to_the_end() -> bool:
+        return all(log and log[-1] == (PROGRESS, 10) for log in logs().values())
+
+    wait_until(marked_to_the_end, 60, proc.alive, "a mark at batch 10 on every partition")
+    assert proc.terminate() == 0
+    placed = {p: {b["batch_id"] for b in sent if partition_of((b["phone_number"],), lanes) == p}
+              for p in range(lanes)}  # fmt: skip
+    for p, log in logs().items():
+        data = [b for kind, b in log if kind != PROGRESS]
+        assert data == sorted(placed[p]), f"partition {p}"
+        marks = [(i, b) for i, (kind, b) in enumerate(log) if kind == PROGRESS]
+        assert [b for _, b in marks] == sorted({b for _, b in marks})  # rising
+        for i, m in marks:  # nothing at or below a mark comes after it
+            assert all(b > m for kind, b in log[i + 1 :] if kind != PROGRESS), f"p{p} {log}"
+            assert {b for kind, b in log[:i] if kind != PROGRESS} >= {
+                b for b in placed[p] if b <= m
+            }
+
+
+def test_a_progress_route_refuses_an_input_it_cannot_read_in_order(
+    settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any], tmp_path: Path
+) -> None:
+    raw = new_topic("raw", partitions=2)
+    proc, _ = start(raw, batch_id_field="batch_id", key_field="phone_number", progress=True)
+    assert proc.wait_exit(60) == 2
+    log = (tmp_path / "sequencer.log").read_text()
+    assert f"route {raw!r}: progress marks need its batch ids read in the order" in log
+    assert "so one input partition, not 2" in log
 
 
 def test_poison_pills_are_dead_lettered_and_the_next_event_is_sealed(

@@ -9,10 +9,11 @@ import pytest
 
 from orders.sales import build_app
 from txstream import App, Record, TxnContext
-from txstream.engine.group import OutputBatch
+from txstream.engine.group import Outcome, OutputBatch
 from txstream.engine.hops import HopInbox, route
+from txstream.engine.partition_engine import PartitionEngine
 from txstream.model.errors import DataflowError
-from txstream.testing import AppTester
+from txstream.testing import AppTester, MemoryState
 
 
 def two_steps(partition_by: object, recovery: str = "changelog", border: bool = False) -> App:
@@ -215,3 +216,21 @@ def test_ordered_needs_partition_by_and_an_ordered_hop_before_it() -> None:
     )
     with pytest.raises(DataflowError, match="'last' is ordered, but runs behind 'tally'"):
         app.dataflow()
+
+
+def test_a_progress_mark_passes_batches_and_refuses_them_after() -> None:
+    """An engine with no part of batches 4..6 passes them on the producer's mark: an ordered
+    hop fed from here gets a marker at 6; a batch 5 arriving after the mark is dead-lettered
+    (the producer said every batch up to 6 had been sent)."""
+    df = build_app().dataflow()
+    state = MemoryState()
+    engine = PartitionEngine(df, state, 0, {}, partitions=2)
+    engine.process("sales_events", 3, [order(1)], ("in", 0, 0))
+    engine.progress("sales_events", 6, ("in", 0, 1))
+    group = engine.take_group()
+    state.apply(group)
+    markers = [(o.partition, o.batch_id) for o in group.outputs if o.hop and not o.tuples]
+    assert markers == [(0, 6), (1, 6)]
+    assert engine.position("in") == 2
+    assert engine.process("sales_events", 5, [order(2)], ("in", 0, 2)) is Outcome.STALE
+    assert [a.reason for a in engine.take_group().aborts] == ["stale_batch_id"]

@@ -23,3 +23,13 @@ def test_a_broadcast_route_takes_no_key_field() -> None:
             {**BASE, "batch_id_field": "b", "broadcast": True, "key_field": "phone_number"}
         )
     assert Route.model_validate({**BASE, "batch_id_field": "b", "broadcast": True}).broadcast
+
+
+@pytest.mark.parametrize(
+    "route",
+    [{"policy_events": 10}, {"batch_id_field": "b", "broadcast": True}],
+)
+def test_progress_marks_need_client_ids_on_a_keyed_route(route: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match="progress marks say which of the client's"):
+        Route.model_validate({**BASE, **route, "progress": True})
+    assert Route.model_validate({**BASE, "batch_id_field": "b", "progress": True}).progress

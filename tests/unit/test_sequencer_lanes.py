@@ -89,3 +89,17 @@ def test_the_gate_holds_a_batch_until_the_previous_one_is_committed() -> None:
     assert [b.batch_id for b in out.sealed] == [1]
     lane_.release(out, gate=1, gated=True)
     assert [b.batch_id for b in out.sealed] == [1, 2]
+
+
+def test_a_lane_names_the_lowest_batch_it_has_not_emitted() -> None:
+    lane_ = lane(seal_after_ms=100)
+    assert lane_.unreleased() is None
+    out = Output()
+    for e in [ev(0, 3), ev(1, 4)]:
+        lane_.add(e, 0, out)
+    assert lane_.unreleased() == 3  # 3 sealed and queued, 4 open
+    lane_.release(out)
+    assert lane_.unreleased() == 4
+    lane_.tick(100, out)
+    lane_.release(out)
+    assert lane_.unreleased() is None and lane_.state.last == 4

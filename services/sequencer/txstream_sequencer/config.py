@@ -45,6 +45,9 @@ class Route(BaseModel, extra="forbid"):
     # every sealed batch to every partition: the input of a spanning procedure, which each
     # partition engine must see whole and in order (docs/partitioning.md)
     broadcast: bool = False
+    # a progress mark to every border partition once every batch up to some id is sent
+    # there: what an ordered repartitioned edge downstream needs (docs/partitioning.md)
+    progress: bool = False
 
     @model_validator(mode="after")
     def _one_id_source(self) -> Route:
@@ -70,6 +73,16 @@ class Route(BaseModel, extra="forbid"):
             raise ValueError(
                 f"route {self.topic!r}: a broadcast route sends every batch to every "
                 f"partition, so key_field {self.key_field!r} would place nothing; drop one"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _progress_needs_client_ids(self) -> Route:
+        if self.progress and (self.policy or self.broadcast):
+            raise ValueError(
+                f"route {self.topic!r}: progress marks say which of the client's batch ids "
+                "have reached every partition: they need batch_id_field or batch_id_header, "
+                "and a keyed (not broadcast) route"
             )
         return self
 

@@ -182,6 +182,14 @@ class Lane:
             self.state.mark(batch.events)
             out.sealed.append(batch)
 
+    def unreleased(self) -> int | None:
+        """The lowest batch id this lane holds and has not emitted (open, queued or a
+        re-send being settled), if any."""
+        ids: list[int | None] = [b.batch_id for b in self.queued]
+        ids += [o.batch_id for o in (self.open, self.resend) if o is not None and o.events]
+        known = [b for b in ids if b is not None]
+        return min(known) if known else None
+
     def pending_floor(self) -> dict[tuple[str, int], int]:
         """Per input partition, the lowest offset held here and not yet emitted."""
         floor: dict[tuple[str, int], int] = {}

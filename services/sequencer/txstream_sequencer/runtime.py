@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
 
 from txstream.config import Settings
+from txstream.engine.hops import PROGRESS
 from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
 from txstream.kafka.clients import (
     read_committed_consumer_config,
@@ -50,6 +51,18 @@ class _Route:
     codec: BatchCodec
     partitions: int  # of the border topic
     lanes: dict[int, Lane] = field(default_factory=dict)
+    marked: int | None = None  # the last progress mark sent, in this incarnation
+
+    def progress_mark(self) -> int | None:
+        """The highest batch id up to which every batch is emitted to every partition: one
+        below the lowest batch still held in any lane (the client may still add to it,
+        anywhere), else the highest emitted. Client ids are taken in order, so a lower id
+        can no longer come."""
+        held = [b for lane in self.lanes.values() if (b := lane.unreleased()) is not None]
+        if held:
+            return min(held) - 1
+        emitted = [lane.state.last for lane in self.lanes.values() if lane.state.last is not None]
+        return max(emitted) if emitted else None
 
     def targets(self, lane: int) -> range:
         """The border partitions a batch of `lane` goes to: all of them when broadcast."""
@@ -112,6 +125,11 @@ class Sequencer:
                 in_parts = admin.partitions(route.topic)
             except TopicNotFoundError as e:
                 raise SequencerError(f"input topic {route.topic!r} does not exist") from e
+            if route.progress and len(in_parts) != 1:
+                raise SequencerError(
+                    f"route {route.topic!r}: progress marks need its batch ids read in the "
+                    f"order they were sent, so one input partition, not {len(in_parts)}"
+                )
             if route.border_topic not in existing:
                 admin.create_topic(route.border_topic, self.settings.kafka_partitions)
             out_parts = admin.partitions(route.border_topic)
@@ -244,6 +262,7 @@ class Sequencer:
             for p in route.targets(batch.events[0].lane):
                 send(self.producer, route.config.border_topic, value, partition=p)
         self._produce_dead(out.dead)
+        self._mark_progress()
         for lane in changed:
             lane.state.compact(lane.pending_floor())
             state = encode_state(self.lane_schema, self.lane_ids[lane], lane.state)
@@ -256,6 +275,20 @@ class Sequencer:
         for lane in changed:
             lane.state.changed = False
         self._count(out)
+
+    def _mark_progress(self) -> None:
+        """Progress marks (`engine.hops.PROGRESS`) in the transaction, after its batches: a
+        restarted sequencer sends its first again, which the engines take as no news."""
+        for route in self.routes.values():
+            if not route.config.progress:
+                continue
+            mark = route.progress_mark()
+            if mark is None or (route.marked is not None and mark <= route.marked):
+                continue
+            value = route.codec.encode(PROGRESS, mark, [])
+            for p in range(route.partitions):
+                send(self.producer, route.config.border_topic, value, partition=p)
+            route.marked = mark
 
     def _count(self, out: Output) -> None:
         def stream(batch_events: list[Event]) -> str:

@@ -17,21 +17,28 @@ from txstream.model.app import App, AppLoadError, load_app
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Procedure
 from txstream.model.windows import TimeWindowSpec, TupleWindowSpec
+from txstream.schemas import ddl
+from txstream.schemas.ddl import UnmappableSchema
+from txstream.schemas.registry import SchemaError, SchemaRegistry
 
 
 class Format(StrEnum):
     TEXT = "text"
     MERMAID = "mermaid"
     DOT = "dot"
+    WAREHOUSE = "warehouse"
 
 
 def describe(
     app_spec: str = typer.Option(..., "--app", help="module:factory (or module:app)"),
     params: str = typer.Option("{}", help="JSON object passed to the factory"),
-    fmt: Format = typer.Option(Format.TEXT, "--format", help="text, mermaid or dot"),
+    fmt: Format = typer.Option(
+        Format.TEXT, "--format", help="text, mermaid, dot, or warehouse (the ETL's TOML file)"
+    ),
 ) -> None:
     """Show an app's dataflow: procedures in graph order, streams, windows, tables, nested
-    and OLTP transactions, and the Kafka topic behind each."""
+    and OLTP transactions, and the Kafka topic behind each; or, as `warehouse`, the file
+    `txstream etl run --config` loads it by, made from the declarations alone."""
     try:
         application = load_app(app_spec, json.loads(params))
     except json.JSONDecodeError as e:
@@ -40,8 +47,16 @@ def describe(
     except AppLoadError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
+    settings = Settings()
+    if fmt is Format.WAREHOUSE:
+        try:
+            typer.echo(warehouse(application, SchemaRegistry(settings.schema_dir)))
+        except (SchemaError, UnmappableSchema) as e:
+            typer.echo(f"error: {e}", err=True)
+            raise typer.Exit(2) from None
+        return
     render = {Format.TEXT: text, Format.MERMAID: mermaid, Format.DOT: dot}[fmt]
-    typer.echo(render(application, Settings().kafka_partitions))
+    typer.echo(render(application, settings.kafka_partitions))
 
 
 def text(app: App, partitions: int) -> str:
@@ -83,6 +98,53 @@ def text(app: App, partitions: int) -> str:
         f"system topics: {topics.commits} (commit notices), {topics.aborts} (dead letters)",
     ]
     return "\n".join(lines)
+
+
+def warehouse(app: App, registry: SchemaRegistry) -> str:
+    """The app's warehouse as `txstream etl run --config` reads it: each stream a fact
+    table (one row per tuple), each table a mirror (followed through the changelog), their
+    columns from the Avro schemas. A table's key parts are columns by the names its
+    declaration gives (`app.table(..., key=...)`), else one `key` column of text."""
+    decl = app.dataflow().decl
+    out = [
+        f"# The warehouse of app {app.name!r}, from its declarations alone:",
+        f"#   txstream describe --app ... --format warehouse > {app.name}.toml",
+        "# Edit freely (rules, dimensions, snapshots: see apps/leaderboard/warehouse.toml).",
+    ]
+    for s in decl.streams.values():
+        name = f"{s.name}_stream" if s.name in decl.tables else s.name
+        cols, rename = _unreserved(ddl.columns(registry.get(s.schema)), "tuple_")
+        out += ["", "[[fact]]", f"table = {_toml(name)}", f"stream = {_toml(s.name)}",
+                f"schema = {_toml(s.schema)}", f"columns = {_toml(ddl.column_list(cols))}",
+                *rename]  # fmt: skip
+    for t in decl.tables.values():
+        key = [(k, ddl.PRIMITIVES[avro]) for k, avro in t.key] or [("key", "STRING")]
+        key = [(f"key_{k}" if k in ddl.RESERVED else k, sql) for k, sql in key]
+        named = {k for k, _ in key}
+        row = [(n, sql) for n, sql in ddl.columns(registry.get(t.schema)) if n not in named]
+        cols, rename = _unreserved(row, "row_")
+        out += ["", "[[mirror]]", f"table = {_toml(t.name)}", f"schema = {_toml(t.schema)}",
+                f"columns = {_toml(ddl.column_list(key + cols))}",
+                f"key = [{', '.join(_toml(k) for k, _ in key)}]", *rename]  # fmt: skip
+    return "\n".join(out)
+
+
+def _unreserved(
+    cols: list[tuple[str, str]], prefix: str
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """The columns, a field named like a bookkeeping column loaded as `prefix` + its name;
+    and the file's `rename` line saying so, if any."""
+    renames = {n: prefix + n for n, _ in cols if n in ddl.RESERVED}
+    out = [(renames.get(n, n), sql) for n, sql in cols]
+    if not renames:
+        return out, []
+    pairs = ", ".join(f"{_toml(k)} = {_toml(v)}" for k, v in renames.items())
+    return out, [f"rename = {{ {pairs} }}"]
+
+
+def _toml(text: str) -> str:
+    """A TOML basic string (JSON's escapes are TOML's)."""
+    return json.dumps(text, ensure_ascii=False)
 
 
 def _placement(p: Procedure, topics: AppTopics) -> str:

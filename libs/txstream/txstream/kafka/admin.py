@@ -224,6 +224,11 @@ class TopicAdmin:
                     _code(e.__cause__) != KafkaError.UNKNOWN_TOPIC_OR_PART
                 ):
                     raise
+        # the controller has deleted them; a busy broker's metadata may still list them
+        gone = set(names)
+        self._wait_for(
+            lambda: not gone & set(self._metadata().topics), f"topics {sorted(gone)} to go"
+        )
 
     def _topic(self, name: str) -> TopicMetadata:
         topic = self._metadata().topics.get(name)

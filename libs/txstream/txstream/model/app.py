@@ -12,7 +12,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import traceback
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
 from txstream.model.dataflow import Dataflow, build_dataflow
@@ -67,10 +67,24 @@ class App:
         return self._add(self.decl.streams, Stream(name, schema, key_field), "stream")
 
     def table(
-        self, name: str, schema: str, constraints: Mapping[str, Check] | None = None
+        self,
+        name: str,
+        schema: str,
+        constraints: Mapping[str, Check] | None = None,
+        key: Sequence[str] | Mapping[str, str] = (),
     ) -> Table:
+        """`key` names the parts of the table's keys (each a long, or with a mapping, the
+        Avro primitive type given), for readers outside the engine such as the warehouse
+        (`txstream describe --format warehouse`)."""
         cs = tuple(Constraint(n, c) for n, c in (constraints or {}).items())
-        return self._add(self.decl.tables, Table(name, schema, cs), "table")
+        parts = tuple(key.items()) if isinstance(key, Mapping) else tuple((k, "long") for k in key)
+        for part, avro in parts:
+            if avro not in ("long", "int", "string"):
+                raise DataflowError(
+                    f"table {name!r}: key part {part!r} is a {avro!r}; a key part is a "
+                    "long, an int or a string"
+                )
+        return self._add(self.decl.tables, Table(name, schema, cs, parts), "table")
 
     def window(
         self,

@@ -46,6 +46,9 @@ class Table:
     name: str
     schema: str
     constraints: tuple[Constraint, ...] = ()
+    # Names (and Avro primitive types) of the key's parts, for readers outside the engine
+    # (a warehouse's columns); the engine itself needs none.
+    key: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

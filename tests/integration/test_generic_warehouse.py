@@ -1,0 +1,73 @@
+"""A warehouse from declarations alone: the sales app runs on the broker, `txstream describe
+--format warehouse` writes its file, and `txstream etl run --once` (Spark, Delta) loads it,
+with no code of the app in the job: the mirrors equal the engines' committed tables, and
+the facts hold every committed output tuple once."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from deltalake import DeltaTable, QueryBuilder
+
+from orders.sales import reference
+from orders.sales_run import SalesRun, sales_events
+from tests.conftest import KafkaEnv
+from tests.faults.killer import kill_leftovers
+from txstream.config import project_root
+from txstream.kafka.routing import partition_of
+
+TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
+PARTITIONS = 2
+
+
+def rows(root: Path, table: str) -> list[dict[str, Any]]:
+    reader = QueryBuilder().register("t", DeltaTable(str(root / table))).execute("SELECT * FROM t")
+    return list(pa.table(reader.read_all()).to_pylist())
+
+
+@pytest.mark.timeout(600)
+def test_the_etl_loads_an_app_from_its_declarations(kafka: KafkaEnv, tmp_path: Path) -> None:
+    settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
+    events = sales_events(seed=3, n=120)
+    batches = [events[i : i + 4] for i in range(0, len(events), 4)]
+    customers, items, totals = reference(batches, lambda c: partition_of((c,), PARTITIONS))
+    run = SalesRun(settings, PARTITIONS, workers=1)
+    try:
+        run.start()
+        run.produce(events, batch_size=4)
+        run.wait_committed(200)
+    finally:
+        run.stop()
+        kill_leftovers(settings.home)
+    env = {**os.environ, "TXSTREAM_HOME": str(settings.home),
+           "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap,
+           "TXSTREAM_WAREHOUSE_URI": str(tmp_path / "wh"),
+           "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1"}  # fmt: skip
+    described = subprocess.run(
+        [TXSTREAM, "describe", "--app", "orders.sales:from_params", "--format", "warehouse"],
+        env=env, capture_output=True, text=True, timeout=60, check=True,
+    )  # fmt: skip
+    config = tmp_path / "sales.toml"
+    config.write_text(described.stdout)
+    etl = subprocess.run(
+        [TXSTREAM, "etl", "run", "--app", run.app.name, "--config", str(config), "--once",
+         "--no-metrics"],
+        env=env, capture_output=True, text=True, timeout=500, check=False,
+    )  # fmt: skip
+    assert etl.returncode == 0, etl.stdout[-3000:] + etl.stderr[-3000:]
+    root = tmp_path / "wh" / run.app.name
+    item_sales = {r["item"]: (r["orders"], r["units"]) for r in rows(root, "item_sales")}
+    assert item_sales == items
+    assert {r["customer"]: (r["orders"], r["units"]) for r in rows(root, "customer_sales")} == (
+        customers
+    )
+    placed = rows(root, "placed")
+    assert len(placed) == len({(r["customer"], r["order_id"]) for r in placed}) == len(totals)
+    landed = sorted((r["tuple_seq"], r["item"], r["orders"]) for r in rows(root, "item_totals"))
+    assert landed == sorted((t["seq"], t["item"], t["orders"]) for t in totals)  # `seq` renamed
+    assert len(rows(root, "sales_events")) == len(events)
