@@ -5,10 +5,10 @@ size and the kind of edge.
 
 Order events, keyed by customer, run `accept` on the customer's engine; its accepted orders
 cross to the item's engine through `tally`'s topic. For each batch size K, worker count W
-and edge kind (ordered: parts in batch-id order by progress markers; arrival: as they
-come), a fresh app on P partitions is warmed up, then sent every event at once, with a
-progress mark to every partition after them, and timed until every part of the edge has
-run and committed; then a second fresh app is sent the same events paced at half that
+and edge kind (ordered: batch by batch in batch-id order, by progress markers; arrival:
+each part as it comes), a fresh app on P partitions is warmed up, then sent every event at
+once, with a progress mark to every partition after them, and timed until every TE of
+`tally` has committed; then a second fresh app is sent the same events paced at half that
 rate (progress marks every 20 ms), each event timed from when it was due to be sent until
 its running total's commit is seen (p50/p99). The committed counts are checked against the
 serial reference; a mismatch fails the benchmark. Prints the markdown table for
@@ -26,7 +26,7 @@ from typing import Any
 
 from machine_info import percentile, write_report
 
-from orders.sales import parts, reference
+from orders.sales import reference, tally_runs
 from orders.sales_run import SalesRun, sales_events
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
@@ -57,11 +57,13 @@ def one_run(
     try:
         run.start()
         run.produce(events[:WARM_UP], k)
-        run.wait_parts(parts(batches[: WARM_UP // k], owner), args.timeout_s)
+        run.wait_totals(tally_runs(batches[: WARM_UP // k], owner, ordered), args.timeout_s)
         started = time.monotonic()
         pacer = threading.Thread(target=run.produce, args=(events[WARM_UP:], k, rate, due))
         pacer.start()
-        delays = run.wait_parts(parts(batches, owner), args.timeout_s, due if rate else None)
+        delays = run.wait_totals(
+            tally_runs(batches, owner, ordered), args.timeout_s, due if rate else None
+        )
         elapsed = time.monotonic() - started
         pacer.join()
     finally:

@@ -88,9 +88,13 @@ def reference(
     return customers, items, totals
 
 
-def parts(batches: Iterable[Sequence[Record]], owner: Callable[[int], int]) -> int:
-    """How many parts the edge carries: per batch, one per (customer's engine, item's
-    engine) pair among its accepted orders (`owner` places a key)."""
+def tally_runs(
+    batches: Iterable[Sequence[Record]], owner: Callable[[int], int], ordered: bool = True
+) -> int:
+    """How many TEs `tally` runs (each emits one record of running totals): per batch, one
+    per engine owning an accepted order's item when the edge is ordered (its parts run as
+    one), else one per part, a (customer's engine, item's engine) pair (`owner` places a
+    key)."""
     placed: set[tuple[int, int]] = set()
     total = 0
     for batch in batches:
@@ -99,7 +103,7 @@ def parts(batches: Iterable[Sequence[Record]], owner: Callable[[int], int]) -> i
             key = (e["customer"], e["order_id"])
             if e["kind"] == "O" and e["amount"] > 0 and key not in placed:
                 placed.add(key)
-                pairs.add((owner(e["customer"]), owner(e["item"])))
+                pairs.add((owner(e["customer"]) if not ordered else 0, owner(e["item"])))
         total += len(pairs)
     return total
 

@@ -139,12 +139,13 @@ class SalesRun:
         finally:
             watch.close()
 
-    def wait_parts(
+    def wait_totals(
         self, parts: int, timeout_s: float, due: dict[int, float] | None = None
     ) -> list[float]:
-        """Until `parts` of `tally`'s TEs have committed (each emits one record of running
-        totals), for either kind of edge. With `due` (seq -> due time), each total's delay
-        from its event's due time to its commit being seen, in ms; else nothing is decoded."""
+        """Until `parts` records of running totals have committed (one per `tally` TE,
+        `sales.tally_runs`), for either kind of edge. With `due` (seq -> due time), each
+        total's delay from its event's due time to its commit being seen, in ms; else nothing
+        is decoded."""
         topic = self.topics.stream("item_totals")
         conf = read_committed_consumer_config(self.settings, f"sales-{uuid.uuid4().hex}")
         consumer = Consumer(conf)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Sequence
+from functools import partial
 
 import pytest
 
@@ -12,6 +13,7 @@ from txstream import App, Record, TxnContext
 from txstream.engine.group import Outcome, OutputBatch
 from txstream.engine.hops import HopInbox, route
 from txstream.engine.partition_engine import PartitionEngine
+from txstream.kafka.routing import partition_of
 from txstream.model.errors import DataflowError
 from txstream.testing import AppTester, MemoryState
 
@@ -134,25 +136,25 @@ def inbox(sys: SysDict, senders: int = 3) -> HopInbox:
     return HopInbox("tally", senders, sys.get, sys.set)
 
 
-def ran(box: HopInbox) -> list[tuple[int, int]]:
-    return [(p.batch_id, p.sender) for p in box.ready()]
+def ran(box: HopInbox) -> list[tuple[int, list[int]]]:
+    return [(b, [p.sender for p in parts]) for b, parts in box.ready()]
 
 
-def test_an_ordered_inbox_waits_until_no_sender_can_send_an_earlier_part() -> None:
+def test_an_ordered_inbox_runs_a_batch_once_every_sender_has_passed_it() -> None:
     box = inbox(SysDict())
     box.receive(2, 5, [order(1)], offset=0)
     assert ran(box) == []  # senders 0 and 1 have not been heard from
     box.receive(0, 4, [], offset=1)  # sender 0 passed batch 4
     box.receive(1, 7, [order(2)], offset=2)  # sender 1 is at batch 7
-    assert ran(box) == []  # sender 0 may still send batch 5, before sender 2's
+    assert ran(box) == []  # sender 0 may still send a part of batch 5
     assert box.waiting_for() == [0]
     assert box.position() == 0  # nothing after the oldest waiting part is committed
     box.receive(0, 5, [order(3)], offset=3)
-    assert ran(box) == [(5, 0), (5, 2)]  # batch 5: sender 0, then sender 2
+    assert ran(box) == [(5, [0, 2])]  # batch 5, its parts in sender order
     assert box.position() == 2
     box.receive(0, 9, [], offset=4)
     box.receive(2, 8, [], offset=5)
-    assert ran(box) == [(7, 1)]
+    assert ran(box) == [(7, [1])]
     assert box.position() == 6
     assert box.frontier() == 7  # sender 1 may still send batch 8
 
@@ -163,7 +165,7 @@ def test_parts_read_again_after_a_restart_are_not_run_twice() -> None:
     box.receive(0, 3, [order(1)], offset=0)
     box.receive(1, 2, [order(2)], offset=1)
     box.receive(1, 3, [], offset=2)
-    assert ran(box) == [(2, 1), (3, 0)]
+    assert ran(box) == [(2, [1]), (3, [0])]
     again = inbox(sys, senders=2)  # a restart reads the topic again from its position
     again.receive(0, 3, [order(1)], offset=0)
     again.receive(1, 2, [order(2)], offset=1)
@@ -171,7 +173,9 @@ def test_parts_read_again_after_a_restart_are_not_run_twice() -> None:
     assert again.position() == 2
 
 
-def test_a_chain_of_ordered_hops_runs_in_the_tester() -> None:
+def chain_app() -> App:
+    """accept (where the order arrives), then per_item (by item), then per_customer (by
+    customer): two ordered hops in a row."""
     app = App("chain")
     app.stream("orders", schema="orders.Event")
     app.stream("by_item", schema="orders.Event")
@@ -184,21 +188,88 @@ def test_a_chain_of_ordered_hops_runs_in_the_tester() -> None:
         for e in batch:
             ctx.emit("by_item", e)
 
+    def count(ctx: TxnContext, table: str, key: int) -> None:
+        row = ctx.table(table).get(key) or {"orders": 0, "units": 0}
+        ctx.table(table).put(key, {"orders": row["orders"] + 1, "units": 0})
+
     @app.procedure(input="by_item", outputs=["by_customer"], partition_by="item", ordered=True)
     def per_item(ctx: TxnContext, batch: Sequence[Record]) -> None:
         for e in batch:
-            ctx.table("item_sales").put(e["item"], {"orders": 1, "units": e["amount"]})
+            count(ctx, "item_sales", e["item"])
             ctx.emit("by_customer", e)
 
     @app.procedure(input="by_customer", partition_by="customer", ordered=True)
     def per_customer(ctx: TxnContext, batch: Sequence[Record]) -> None:
         for e in batch:
-            ctx.table("customer_sales").put(e["customer"], {"orders": 1, "units": e["amount"]})
+            count(ctx, "customer_sales", e["customer"])
 
-    t = AppTester(app)
+    return app
+
+
+def test_a_chain_of_ordered_hops_runs_in_the_tester() -> None:
+    t = AppTester(chain_app())
     t.feed("orders", [order(1, item=5, customer=6)])
-    assert t.table("item_sales") == {(5,): {"orders": 1, "units": 2}}
-    assert t.table("customer_sales") == {(6,): {"orders": 1, "units": 2}}
+    assert t.table("item_sales") == {(5,): {"orders": 1, "units": 0}}
+    assert t.table("customer_sales") == {(6,): {"orders": 1, "units": 0}}
+
+
+def test_an_ordered_hop_runs_once_per_batch_and_passes_on_one_part_per_engine() -> None:
+    """A batch's parts from two senders run as one TE, so the next hop gets one part of the
+    batch from this engine: a TE per part once sent it two, and the next hop, taking the
+    second for one it had already run, dropped it."""
+    owner = partial(partition_of, partitions=2)
+    engine = PartitionEngine(chain_app().dataflow(), MemoryState(), 0, {}, owner=owner,
+                             partitions=2)  # fmt: skip
+    items = [i for i in range(20) if owner((i,)) == 0][:2]  # both owned by engine 0
+    for sender, item in enumerate(items):
+        engine.process_hop("per_item", sender, 1, [order(sender, item=item, customer=7)],
+                           ("hop.per_item", 0, sender))  # fmt: skip
+    for sender in (0, 1):
+        engine.process_hop("per_item", sender, 1, [], ("hop.per_item", 0, 2 + sender))
+    group = engine.take_group()
+    parts = [
+        (o.partition, o.batch_id) for o in group.outputs if o.hop == "per_customer" and o.tuples
+    ]
+    assert parts == [(owner((7,)), 1)]  # one part, with both orders
+    assert group.executions == 1
+
+
+def test_a_chain_of_ordered_hops_across_engines_loses_no_part() -> None:
+    """Two engines: the middle hop gets one batch's parts from both, and must pass them on
+    as one part per batch (it once ran a TE per part, so the last hop saw two parts of one
+    batch from one sender, and skipped the second as already run)."""
+    owner = partial(partition_of, partitions=2)
+    df = chain_app().dataflow()
+    states = [MemoryState(), MemoryState()]
+    engines = [PartitionEngine(df, states[p], p, {}, owner=owner, partitions=2) for p in (0, 1)]
+    orders = [order(i, item=i % 4, customer=i % 3) for i in range(12)]
+    offsets: dict[tuple[str, int], int] = {}
+    for b, start in enumerate(range(0, 12, 4), 1):  # each batch: parts on both engines
+        for p in (0, 1):
+            mine = [o for o in orders[start : start + 4] if owner((o["customer"],)) == p]
+            engines[p].process("orders", b, mine, ("orders", p, b))
+    for p in (0, 1):
+        engines[p].progress("orders", 3, ("orders", p, 99))
+    for _ in range(10):  # commit every engine, deliver what its group sent, until quiet
+        sent = []
+        for p, engine in enumerate(engines):
+            group = engine.take_group()
+            states[p].apply(group)
+            sent += [(p, out) for out in group.outputs if out.hop is not None]
+        for sender, out in sent:
+            topic = f"hop.{out.hop}"
+            offset = offsets.get((topic, out.partition), 0)
+            offsets[(topic, out.partition)] = offset + 1
+            engines[out.partition].process_hop(
+                out.hop or "", sender, out.batch_id, out.tuples, (topic, out.partition, offset)
+            )
+    customers = {
+        k: r["orders"] for s in states for k, r in s.tables.get("customer_sales", {}).items()
+    }
+    want: dict[tuple[int], int] = {}
+    for o in orders:
+        want[(o["customer"],)] = want.get((o["customer"],), 0) + 1
+    assert customers == want
 
 
 def test_ordered_needs_partition_by_and_an_ordered_hop_before_it() -> None:

@@ -9,14 +9,16 @@ engine owning partition q reads the topic read_committed and runs the procedure 
 as one TE, committing the topic position with its effects: exactly once across the hop.
 
 Each sender's parts reach an engine in that sender's batch order. By default parts from
-different senders run as they arrive (commit order). An `ordered` edge runs them in
-(batch id, sender) order instead, as one serial execution of the whole input would: each
-sender also writes a progress marker (a part with no tuples) to every partition with each
-group that moves it past a batch, and a part runs only once no sender can still send an
-earlier one (`HopInbox`). A sender knows it has passed batch b when its own input has: a
-border batch above b, or a progress mark (a `PROGRESS` envelope) from the producer, which
-says every batch up to b has been sent to that partition; for a chain of hops, when its
-own ordered inbox has run everything up to b.
+different senders run as they arrive (commit order), each as one TE. An `ordered` edge
+runs batch by batch in batch-id order instead, one TE per batch over its parts in sender
+order, as one serial execution of the whole input would: each sender also writes a
+progress marker (a part with no tuples) to every partition with each group that moves it
+past a batch, and a batch runs once every sender has passed it (`HopInbox`). One TE per
+batch also means a chain of ordered hops carries one part per batch and engine.
+A sender knows it has passed batch b when its own input has: a border batch above b, or a
+progress mark (a `PROGRESS` envelope) from the producer, which says every batch up to b has
+been sent to that partition; for a chain of hops, when its own ordered inbox has run
+everything up to b.
 
 A tuple whose new key cannot be had (no such field, the function raised, a value that is
 no key) aborts the producing TE, naming the procedure, tuple and reason: sending it
@@ -67,8 +69,8 @@ class Part:
 
 
 class HopInbox:
-    """An ordered edge's input on one engine: parts from `senders` engines, given out in
-    (batch id, sender) order once no sender can still send an earlier one.
+    """An ordered edge's input on one engine: parts from `senders` engines, given out batch
+    by batch, in batch-id order, once every sender has passed the batch.
 
     Parts waiting here are not committed: the topic's committed position stays at the
     oldest of them, so a restart reads them again, and `done_key` skips those that ran."""
@@ -90,24 +92,26 @@ class HopInbox:
         if tuples and (done is None or batch_id > done):
             heapq.heappush(self.waiting, Part(batch_id, sender, offset, tuples))
 
-    def ready(self) -> Iterator[Part]:
-        """The parts that may run now, in order; each is marked done as it is given out."""
-        while self.waiting and self._clear(self.waiting[0]):
-            part = heapq.heappop(self.waiting)
-            self.set_sys(done_key(self.procedure, part.sender), part.batch_id)
-            yield part
+    def ready(self) -> Iterator[tuple[int, list[Part]]]:
+        """The batches that may run now, in batch order, each as its parts in sender order
+        (the procedure runs once per batch, on them all, as on one engine); each part is
+        marked done as it is given out."""
+        while self.waiting and self._whole(self.waiting[0].batch_id):
+            batch_id, parts = self.waiting[0].batch_id, []
+            while self.waiting and self.waiting[0].batch_id == batch_id:
+                part = heapq.heappop(self.waiting)
+                self.set_sys(done_key(self.procedure, part.sender), batch_id)
+                parts.append(part)
+            yield batch_id, parts
 
-    def _clear(self, head: Part) -> bool:
-        """No sender can still send a part ordered before `head`."""
-        return not any(self._holds(v, head) for v in range(self.senders))
+    def _whole(self, batch_id: int) -> bool:
+        """Every sender has passed `batch_id`: all its parts are here, and nothing earlier
+        can still come."""
+        return not any(self._holds(v, batch_id) for v in range(self.senders))
 
-    def _holds(self, v: int, head: Part) -> bool:
-        if v == head.sender:
-            return False
+    def _holds(self, v: int, batch_id: int) -> bool:
         seen = self.sys(seen_key(self.procedure, v))
-        if seen is None:
-            return True  # not heard from yet
-        return seen < head.batch_id or (seen == head.batch_id and v < head.sender)
+        return seen is None or seen <= batch_id  # v may still send batch_id, or earlier
 
     def position(self) -> int | None:
         """The topic offset to commit: the oldest waiting part's, else past the last read."""
@@ -135,7 +139,7 @@ class HopInbox:
         """The senders the next part in order waits for."""
         if not self.waiting:
             return []
-        return [v for v in range(self.senders) if self._holds(v, self.waiting[0])]
+        return [v for v in range(self.senders) if self._holds(v, self.waiting[0].batch_id)]
 
 
 def route(proc: Procedure, out: OutputBatch, owner: Owner) -> list[OutputBatch]:

@@ -209,8 +209,8 @@ class PartitionEngine:
         `sender`'s part of batch `batch_id`, or (no tuples) its progress marker. A part is
         one TE, whose effects commit with the topic's next offset; the senders'
         transactions put each part there exactly once, so no batch id needs checking. An
-        ordered hop's parts wait in its inbox until their turn (`HopInbox`), and the
-        position stays at the oldest waiting one."""
+        ordered hop's parts wait in its inbox until their batch is whole (`HopInbox`),
+        run as one TE, and the position stays at the oldest waiting one."""
         proc = self.df.decl.procedures[procedure]
         inbox = self.inboxes.get(procedure)
         if inbox is None:
@@ -220,8 +220,9 @@ class PartitionEngine:
             self.passed(source)
             return
         inbox.receive(sender, batch_id, tuples, source[2])
-        for part in inbox.ready():
-            self._dispatch(self.group.ws, proc, proc.input, part.batch_id, part.tuples)
+        for ready, parts in inbox.ready():
+            whole = [t for part in parts for t in part.tuples]
+            self._dispatch(self.group.ws, proc, proc.input, ready, whole)
             self.group.batches += 1
         position = inbox.position()
         if position is not None:

@@ -83,7 +83,7 @@ class Procedure:
     # A repartitioned procedure reads its input, on the engine owning each tuple's new key,
     # through a Kafka topic of its own (`engine.hops`).
     partition_by: PartitionBy | None = None
-    # An ordered hop runs its parts in (batch id, sender) order, not as they arrive.
+    # An ordered hop runs once per batch, in batch-id order, not per part as they arrive.
     ordered: bool = False
 
     @property
