@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from machine_info import percentile, write_report
+from machine_info import Column, markdown, percentile, write_report
 
 from orders.sales import reference, tally_runs
 from orders.sales_run import SalesRun, sales_events
@@ -96,19 +96,17 @@ def measure(
     }
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| K | workers | partitions | edge | events/s | batches/s | p50 at half load (ms) | "
-        "p99 at half load (ms) | equals reference |",
-        "|---:|---:|---:|---|---:|---:|---:|---:|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['batch_size']} | {r['workers']} | {r['partitions']} | {r['edge']} | "
-            f"{r['events_per_s']:,.0f} | {r['batches_per_s']:,.0f} | {r['p50_ms']:,.1f} | "
-            f"{r['p99_ms']:,.1f} | {'yes' if r['equals_reference'] else 'NO'} |"
-        )
-    return "\n".join(lines)
+COLUMNS: list[Column] = [
+    ("K", "batch_size", "d"),
+    ("workers", "workers", "d"),
+    ("partitions", "partitions", "d"),
+    ("edge", "edge", "s"),
+    ("events/s", "events_per_s", ",.0f"),
+    ("batches/s", "batches_per_s", ",.0f"),
+    ("p50 at half load (ms)", "p50_ms", ",.1f"),
+    ("p99 at half load (ms)", "p99_ms", ",.1f"),
+    ("equals reference", "equals_reference", "yes"),
+]
 
 
 def main() -> int:
@@ -129,7 +127,7 @@ def main() -> int:
         for ordered in (True, False)
     ]
     write_report("bench/hops_bench.py", rows, args.out)
-    print(table(rows))
+    print(markdown(rows, COLUMNS))
     return 0 if all(r["equals_reference"] for r in rows) else 1
 
 

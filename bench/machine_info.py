@@ -12,6 +12,10 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+# A column of a markdown table: its heading, the row's key, and how to show the value: a
+# format spec (right-aligned, as numbers are), "s" (text, left-aligned) or "yes" (a flag).
+Column = tuple[str, str, str]
+
 
 def ram_gib() -> float | None:
     try:
@@ -62,3 +66,20 @@ def percentile(values: list[float], q: int) -> float:
     if len(values) < 2:
         return values[0] if values else 0.0
     return statistics.quantiles(values, n=100, method="inclusive")[q - 1]
+
+
+def markdown(rows: list[dict[str, Any]], columns: list[Column]) -> str:
+    """The rows as the markdown table docs/benchmarks.md records them in."""
+
+    def cell(value: Any, fmt: str) -> str:
+        if fmt == "yes":
+            return "yes" if value else "NO"
+        return format(value, fmt)
+
+    lines = [
+        "| " + " | ".join(heading for heading, _, _ in columns) + " |",
+        "|" + "|".join("---" if fmt in ("s", "yes") else "---:" for _, _, fmt in columns) + "|",
+    ]
+    for r in rows:
+        lines.append("| " + " | ".join(cell(r[key], fmt) for _, key, fmt in columns) + " |")
+    return "\n".join(lines)

@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from machine_info import percentile, write_report
+from machine_info import Column, markdown, percentile, write_report
 
 from orders.files import Shop
 from orders.gen import generate
@@ -62,19 +62,16 @@ def measure(
     }
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| K | workers | partitions | events/s | batches/s | p50 at half load (ms) | "
-        "p99 at half load (ms) | equals reference |",
-        "|---:|---:|---:|---:|---:|---:|---:|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['batch_size']} | {r['workers']} | {r['partitions']} | "
-            f"{r['events_per_s']:,.0f} | {r['batches_per_s']:,.0f} | {r['p50_ms']:,.1f} | "
-            f"{r['p99_ms']:,.1f} | {'yes' if r['equals_reference'] else 'NO'} |"
-        )
-    return "\n".join(lines)
+COLUMNS: list[Column] = [
+    ("K", "batch_size", "d"),
+    ("workers", "workers", "d"),
+    ("partitions", "partitions", "d"),
+    ("events/s", "events_per_s", ",.0f"),
+    ("batches/s", "batches_per_s", ",.0f"),
+    ("p50 at half load (ms)", "p50_ms", ",.1f"),
+    ("p99 at half load (ms)", "p99_ms", ",.1f"),
+    ("equals reference", "equals_reference", "yes"),
+]
 
 
 def main() -> int:
@@ -98,7 +95,7 @@ def main() -> int:
         for w in args.workers.split(",")
     ]
     write_report("bench/orders_bench.py", rows, args.out)
-    print(table(rows))
+    print(markdown(rows, COLUMNS))
     return 0 if all(r["equals_reference"] for r in rows) else 1
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from confluent_kafka import Producer
-from machine_info import write_report
+from machine_info import Column, markdown, write_report
 
 from bank.stream_transfers import build_app
 from orders.commits import CommitWatch
@@ -196,19 +196,16 @@ def measure(settings: Settings, args: argparse.Namespace, k: int, w: int) -> dic
     }
 
 
-def table(rows: list[dict[str, Any]]) -> str:
-    lines = [
-        "| K | workers | partitions | transfers/s | done | refused | total unchanged | "
-        "equals serial |",
-        "|---:|---:|---:|---:|---:|---:|---|---|",
-    ]
-    for r in rows:
-        lines.append(
-            f"| {r['batch_size']} | {r['workers']} | {r['partitions']} | "
-            f"{r['transfers_per_s']:,.0f} | {r['done']:,} | {r['refused']:,} | "
-            f"{'yes' if r['conserved'] else 'NO'} | {'yes' if r['equals_serial'] else 'NO'} |"
-        )
-    return "\n".join(lines)
+COLUMNS: list[Column] = [
+    ("K", "batch_size", "d"),
+    ("workers", "workers", "d"),
+    ("partitions", "partitions", "d"),
+    ("transfers/s", "transfers_per_s", ",.0f"),
+    ("done", "done", ","),
+    ("refused", "refused", ","),
+    ("total unchanged", "conserved", "yes"),
+    ("equals serial", "equals_serial", "yes"),
+]
 
 
 def main() -> int:
@@ -234,7 +231,7 @@ def main() -> int:
         args.out,
         anchor={"tspoon_pl3_per_core": TSPOON_PL3_PER_CORE},
     )
-    print(table(rows))
+    print(markdown(rows, COLUMNS))
     per_core = max(r["transfers_per_s"] for r in rows) / (doc["machine"]["cores"] or 1)
     print(f"\nbest per core: {per_core:,.0f}/s (TSpoon PL3: {TSPOON_PL3_PER_CORE}/s per core)")
     return 0 if all(r["conserved"] and r["equals_serial"] for r in rows) else 1
