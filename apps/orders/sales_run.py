@@ -97,20 +97,20 @@ class SalesRun:
         """The next batches (ids go on from the last call's), each placed by customer, one
         record per partition, then a progress mark to every partition. At `rate` batches/s
         they are paced, with a progress mark every MARK_EVERY_S, and each event's due time
-        (monotonic) goes into `due` by its seq."""
+        (monotonic) goes into `due` by its seq (unpaced, events have no due time)."""
         topic = self.topics.stream("sales_events")
         started = marked = time.monotonic()
         for i, start in enumerate(range(0, len(events), batch_size)):
-            if rate is not None:
-                wait = started + i / rate - time.monotonic()
-                if wait > 0:
-                    time.sleep(wait)  # pacing the load, not waiting for a condition
+            due_at = None if rate is None else started + i / rate
+            wait = 0.0 if due_at is None else due_at - time.monotonic()
+            if wait > 0:
+                time.sleep(wait)  # pacing the load, not waiting for a condition
             self.batches += 1
             placed: dict[int, list[Record]] = {}
             for e in events[start : start + batch_size]:
                 placed.setdefault(partition_of((e["customer"],), self.partitions), []).append(e)
-                if due is not None:
-                    due[e["seq"]] = started + i / (rate or 1.0)
+                if due is not None and due_at is not None:
+                    due[e["seq"]] = due_at
             for p, tuples in sorted(placed.items()):
                 record = self.codec.encode("sales_events", self.batches, tuples)
                 send(self.producer, topic, record, partition=p)

@@ -30,7 +30,6 @@ from txstream.config import Settings
 from txstream.engine.group import Group
 from txstream.engine.hops import PROGRESS
 from txstream.engine.partition_engine import PartitionEngine
-from txstream.engine.spanning import Owner
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config, send, transactional_producer_config
 from txstream.kafka.routing import partition_of
@@ -118,7 +117,6 @@ class PartitionTask:
         self._group_started = 0.0
         self._span_warned = 0.0
         self._hop_warned = 0.0
-        self._partitions = 1  # engines of the app, once `_owner` has asked (hops need it)
         self._in_flight: _InFlight | None = None
         self._since_snapshot = 0
         self._snapshot_at = time.monotonic()
@@ -153,7 +151,7 @@ class PartitionTask:
         seal = RecordLimit(
             self.settings.kafka_max_record_bytes, self.topics, self.batch_codecs, self.codec
         )
-        owner = self._owner()  # before the engine: it also counts the partitions
+        engines = self._engines()
         self.engine = PartitionEngine(
             self.dataflow,
             self.state,
@@ -163,8 +161,8 @@ class PartitionTask:
             timer=metrics.te_timer(self.app.name),
             seal=seal,
             flat_tables=self.codec.flat_tables,
-            owner=owner,
-            partitions=self._partitions,
+            owner=None if engines is None else partial(partition_of, partitions=engines),
+            partitions=engines or 1,
         )
         self.checked = CheckedMode(self.state_dir.with_name(f"p{self.partition}.checked"), seal)
         self.checked.load()
@@ -199,13 +197,13 @@ class PartitionTask:
             log.info("p%d holds prepared transactions %s until decided", self.partition, held)
         return self.rewind()
 
-    def _owner(self) -> Owner | None:
-        """Spanning and repartitioned procedures place keys by the routing function over
-        the app's partition count, which its changelog has (made with the other topics)."""
+    def _engines(self) -> int | None:
+        """The app's partition count, which its changelog has (made with the other topics),
+        for spanning and repartitioned procedures: they place keys by the routing function
+        over it. None for apps with neither (no broker call)."""
         if not (self._spanning or self.inputs.hops):
             return None
-        self._partitions = len(TopicAdmin(self.settings).partitions(self.topics.changelog))
-        return partial(partition_of, partitions=self._partitions)
+        return len(TopicAdmin(self.settings).partitions(self.topics.changelog))
 
     def positions(self) -> dict[str, int]:
         """{input topic: next offset to read}, as of the last processed record."""
