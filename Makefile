@@ -131,6 +131,8 @@ bench: up peers-venv
 	$(BIN)/python bench/orders_bench.py --events 3000 --workers 1,2 --batch-sizes 1 --out build/bench/orders_bench.json
 	$(BIN)/python bench/transfers_bench.py --accounts 2000 --transfers 3000 --workers 1 --batch-sizes 1,10
 	$(BIN)/python bench/hops_bench.py --events 5000 --workers 1 --batch-sizes 1,10
+	$(BIN)/python bench/query_bench.py --accounts 2000 --transfers 5000 --queries 20 \
+	  --out build/bench/query_bench.json
 	$(BIN)/python -m bench.commit_sweep --intervals 5,10,20 --sizes 1,10 --batches 8000 \
 	  --figures build/bench
 
@@ -146,6 +148,7 @@ bench-full: up peers-venv
 	$(BIN)/python bench/orders_bench.py --events 20000 --workers 1,2,4 --batch-sizes 1,10
 	$(BIN)/python bench/transfers_bench.py --accounts 10000 --transfers 20000 --workers 1,2 --batch-sizes 1,10
 	$(BIN)/python bench/hops_bench.py --events 20000 --workers 1,2 --batch-sizes 1,10
+	$(BIN)/python bench/query_bench.py --partitions 8 --accounts 10000 --transfers 20000
 
 clean: down
 	rm -rf .txstream build

@@ -99,46 +99,68 @@ class TransfersRun:
         send(producer, self.topics.stream(stream), value, partition=p)
 
     def run(self, transfers: list[Record]) -> dict[str, Any]:
+        services = self.start()
+        try:
+            started = time.monotonic()
+            self.wait_transfers(self.send_transfers(transfers), services)
+            elapsed = time.monotonic() - started
+        finally:
+            self.stop(services)
+        return {"elapsed_s": elapsed, **self._read_back()}
+
+    def start(self, *extra: Supervised) -> list[Supervised]:
+        """Topics, the accounts opened, and the workers (and `extra` services) started and
+        past the openings."""
         a, parts = self.args, self.args.partitions
         ensure_app_topics(TopicAdmin(self.settings), self.app, parts)
-        producer = self._producer()
+        self.producer = self._producer()
         rows: list[list[Record]] = [[] for _ in range(parts)]
         for acct in range(a.accounts):
             rows[partition_of((acct,), parts)].append({"account": acct, "balance": OPENING})
         opened = [0] * parts
-        producer.begin_transaction()
+        self.producer.begin_transaction()
         for p, part_rows in enumerate(rows):
             for start in range(0, len(part_rows), 1000):
                 opened[p] += 1
-                self._send(producer, "opens", p, opened[p], part_rows[start : start + 1000])
-        producer.commit_transaction()
-        batches = [transfers[i : i + self.k] for i in range(0, len(transfers), self.k)]
-        services = self._workers()
-        watch = CommitWatch(self.settings, self.topics.commits, parts)
-
-        def alive() -> bool:
-            return all(s.supervisor.live_pid() is not None for s in services)
-
+                self._send(self.producer, "opens", p, opened[p], part_rows[start : start + 1000])
+        self.producer.commit_transaction()
+        services = [*self._workers(), *extra]
+        self.watch = CommitWatch(self.settings, self.topics.commits, parts)
         try:
             for s in services:
                 s.start()
-            watch.wait({"opens": opened}, 600, alive)
-            started = time.monotonic()
-            producer.begin_transaction()
-            for b, batch in enumerate(batches, 1):
-                for p in range(parts):
-                    self._send(producer, "transfers", p, b, batch)
-                if b % 2000 == 0:
-                    producer.commit_transaction()
-                    producer.begin_transaction()
-            producer.commit_transaction()
-            watch.wait({"transfers": [len(batches)] * parts}, 1800, alive)
-            elapsed = time.monotonic() - started
-        finally:
-            watch.close()
-            for s in services:
-                s.stop()
-        return {"elapsed_s": elapsed, **self._read_back()}
+            self.watch.wait({"opens": opened}, 600, lambda: self.alive(services))
+        except BaseException:
+            self.stop(services)
+            raise
+        return services
+
+    def send_transfers(self, transfers: list[Record]) -> int:
+        """Every transfer batch to every partition; the number of batches."""
+        batches = [transfers[i : i + self.k] for i in range(0, len(transfers), self.k)]
+        producer = self.producer
+        producer.begin_transaction()
+        for b, batch in enumerate(batches, 1):
+            for p in range(self.args.partitions):
+                self._send(producer, "transfers", p, b, batch)
+            if b % 2000 == 0:
+                producer.commit_transaction()
+                producer.begin_transaction()
+        producer.commit_transaction()
+        return len(batches)
+
+    def wait_transfers(self, batches: int, services: list[Supervised]) -> None:
+        want = {"transfers": [batches] * self.args.partitions}
+        self.watch.wait(want, 1800, lambda: self.alive(services))
+
+    @staticmethod
+    def alive(services: list[Supervised]) -> bool:
+        return all(s.supervisor.live_pid() is not None for s in services)
+
+    def stop(self, services: list[Supervised]) -> None:
+        self.watch.close()
+        for s in services:
+            s.stop()
 
     def _workers(self) -> list[Supervised]:
         txstream = str(Path(sys.executable).with_name("txstream"))

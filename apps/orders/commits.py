@@ -41,14 +41,20 @@ class CommitWatch:
                 raise TimeoutError(f"not all batches committed within {timeout_s:.0f}s")
             if not alive():
                 raise RuntimeError("a worker's supervisor is gone; see its log")
-            for msg in self._consumer.consume(500, timeout=poll_s):
-                if msg.error() is not None:
-                    continue
-                notice: Any = decode_record(self._schema, msg.value() or b"")
-                seen = self.done[notice["partition"]]
-                for stream, last in notice["last_batch_ids"].items():
-                    seen[stream] = max(seen.get(stream, 0), int(last))
+            self.reached(targets, poll_s)
             progress(self.done)
+
+    def reached(self, targets: Mapping[str, list[int]], poll_s: float = 0.0) -> bool:
+        """Take in the notices that have come (waiting up to `poll_s` for one); whether
+        every partition p has now committed batch `targets[stream][p]` of each stream."""
+        for msg in self._consumer.consume(500, timeout=poll_s):
+            if msg.error() is not None:
+                continue
+            notice: Any = decode_record(self._schema, msg.value() or b"")
+            seen = self.done[notice["partition"]]
+            for stream, last in notice["last_batch_ids"].items():
+                seen[stream] = max(seen.get(stream, 0), int(last))
+        return self._reached(targets)
 
     def _reached(self, targets: Mapping[str, list[int]]) -> bool:
         return all(

@@ -17,10 +17,10 @@ from bank.nested_transfers import build_app
 from orders.commits import CommitWatch
 from tests.conftest import KafkaEnv
 from tests.faults.killer import kill_leftovers
+from tests.integration.openings import send_openings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config, send
 from txstream.kafka.read import read_to_committed_end
-from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.recovery.changelog import committed_tables
 from txstream.schemas.codec import BatchCodec
@@ -69,13 +69,7 @@ def test_nested_transfers_across_engines_equal_one_engine(kafka: KafkaEnv, tmp_p
     try:
         for w in workers:
             w.start()
-        per_partition = [0] * PARTITIONS
-        for a, balance in opening.items():
-            p = partition_of((a,), PARTITIONS)
-            per_partition[p] += 1
-            row = [{"account": a, "balance": balance}]
-            send(producer, topics.stream("opens"), opens.encode("opens", per_partition[p], row),
-                 partition=p)  # fmt: skip
+        send_openings(producer, topics, opens, opening, PARTITIONS)
         for b, batch in enumerate(batches, 1):
             for p in range(PARTITIONS):  # the spanning input reaches every engine
                 send(producer, topics.stream("transfers"), moves.encode("transfers", b, batch),

@@ -179,6 +179,32 @@ class SpanCluster:
         return sum(len(log) for log in self.logs[EXCHANGE])
 
 
+def random_transfers(
+    rng: random.Random, accounts: int, count: int, unknown_payers: bool = False
+) -> list[Record]:
+    """TSpoon's transfers between random accounts (with `unknown_payers`, one past the last
+    account may pay: a transfer from no account)."""
+    payers = accounts + 1 if unknown_payers else accounts
+    return [
+        {
+            "seq": i,
+            "payer": rng.randrange(payers),
+            "payee": rng.randrange(accounts),
+            "amount": rng.randint(1, 60),
+        }
+        for i in range(count)
+    ]
+
+
+def openings(opening: dict[int, int], partitions: int) -> Log:
+    """The `opens` log: each account's opening balance on the partition owning it."""
+    opens: Log = [[] for _ in range(partitions)]
+    for a, balance in opening.items():
+        p = partition_of((a,), partitions)
+        opens[p].append(("opens", len(opens[p]) + 1, [{"account": a, "balance": balance}]))
+    return opens
+
+
 def broadcast(stream: str, batches: list[list[Record]], partitions: int) -> Log:
     """A spanning stream's log: batch b (from 1) on every partition."""
     return [[(stream, b, tuples) for b, tuples in enumerate(batches, 1)] for _ in range(partitions)]

@@ -19,8 +19,13 @@ from orders.files import Shop
 from orders.gen import generate
 from orders.reference import run as reference
 from tests.faults.scale import scaled
-from tests.simulation.spanning import Log, OrdersSim, SpanCluster, broadcast
-from txstream.kafka.routing import partition_of
+from tests.simulation.spanning import (
+    OrdersSim,
+    SpanCluster,
+    broadcast,
+    openings,
+    random_transfers,
+)
 from txstream.model.declarations import Record
 
 
@@ -75,19 +80,8 @@ def test_stream_transfers_conserve_money_and_equal_serial(seed: int) -> None:
     rng = random.Random(seed)
     partitions, accounts = rng.randint(1, 4), rng.randint(2, 12)
     opening = {a: rng.randint(0, 100) for a in range(accounts)}
-    transfers: list[Record] = [
-        {
-            "seq": i,
-            "payer": rng.randrange(accounts + 1),
-            "payee": rng.randrange(accounts),
-            "amount": rng.randint(1, 60),
-        }
-        for i in range(rng.randint(1, 80))
-    ]
-    opens: Log = [[] for _ in range(partitions)]
-    for a, balance in opening.items():
-        p = partition_of((a,), partitions)
-        opens[p].append(("opens", len(opens[p]) + 1, [{"account": a, "balance": balance}]))
+    transfers = random_transfers(rng, accounts, rng.randint(1, 80), unknown_payers=True)
+    opens = openings(opening, partitions)
     k = rng.choice([1, 3, 50])
     batches = [transfers[i : i + k] for i in range(0, len(transfers), k)]
     phases = [{"opens": opens}, {"transfers": broadcast("transfers", batches, partitions)}]

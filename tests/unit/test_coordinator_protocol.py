@@ -16,6 +16,7 @@ commits), and every in-doubt transaction is finished after a restart.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -62,7 +63,7 @@ def move(kind: str, account: int, amount: int = 5) -> Fragment:
 
 
 def vote(
-    txn_id: str, part: int, ok: bool = True, results: str = "[]", epoch: int = 0, **kw: str
+    txn_id: str, part: int, ok: bool = True, results: str = "[]", epoch: int = 0, **kw: Any
 ) -> EngineReply:
     return EngineReply(txn_id, part, "vote", ok, results=results, epoch=epoch, **kw)
 
@@ -437,3 +438,85 @@ def test_a_reply_to_other_than_the_client_reply_topic_is_refused(reply_to: str) 
     assert c.counts == {"refused_reply_to": 3}
     assert (c.active, c.reads) == ({}, {})
     assert c.request(txn(move("debit", key_on(0))), now=2.0).requests, "the client topic works"
+
+
+def test_serializable_scan_asks_the_engines_behind_again_as_of_the_newest_batch() -> None:
+    c = coordinator()
+    q = Query("accounts", "serializable", aggregates='[["sum", "balance"]]')
+    c.request(query(q), now=1.0)
+    rows = '[[["*"], {"sum_balance": %d}]]'
+    assert not c.reply(EngineReply("0.1", 0, "rows", True, rows=rows % 10, at=40), 1.1)
+    assert not c.reply(EngineReply("0.1", 1, "rows", True, rows=rows % 99, at=37), 1.2)
+    again = c.reply(EngineReply("0.1", 2, "rows", True, rows=rows % 99, at=39), 1.3)
+    q40 = Query("accounts", "serializable", aggregates=q.aggregates, at=40)
+    assert again.requests == [
+        (p, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q40)) for p in (1, 2)
+    ]
+    assert not again.results
+    assert not c.reply(EngineReply("0.1", 2, "rows", True, rows=rows % 5, at=40), 1.4)
+    done = c.reply(EngineReply("0.1", 1, "rows", True, rows=rows % 7, at=40), 1.5)
+    ((_, res),) = done.results
+    assert (res.status, res.at) == ("committed", 40)
+    assert res.table_rows() == [(("*",), {"sum_balance": 22})]
+
+
+@pytest.mark.parametrize("isolation", ["read_committed", "snapshot"])
+def test_other_isolations_merge_rows_as_each_engine_answered(isolation: str) -> None:
+    c = coordinator()
+    c.request(query(Query("accounts", isolation)), now=1.0)
+    for p, at in enumerate((40, 37, None)):
+        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=at), 1.1)
+    ((_, res),) = acts.results
+    assert not acts.requests and res.at is None and len(res.table_rows()) == 3
+
+
+def test_unknown_isolation_is_a_bad_request_naming_the_choices() -> None:
+    acts = coordinator().request(query(Query("accounts", "linearizable")), now=1.0)
+    ((_, res),) = acts.results
+    assert res.reason == "bad_request"
+    assert "'linearizable'" in res.detail and "serializable" in res.detail
+
+
+def test_an_engine_past_the_cut_is_asked_for_its_newest_batch_which_moves_the_cut() -> None:
+    c = coordinator()
+    q = Query("accounts", "serializable")
+    c.request(query(q), now=1.0)
+    for p, at in ((0, 40), (1, 37), (2, 40)):
+        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=at), 1.1)
+    assert [p for p, _ in acts.requests] == [1]
+    # partition 1 restarted past batch 40 and keeps no before-images from before it
+    acts = c.reply(EngineReply("0.1", 1, "rows", False, "too_old", "batch 40 ..."), 1.2)
+    assert acts.requests == [(1, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q))]
+    acts = c.reply(EngineReply("0.1", 1, "rows", True, rows="[[[1], {}]]", at=45), 1.3)
+    q45 = Query("accounts", "serializable", at=45)
+    assert sorted(acts.requests) == [
+        (p, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q45)) for p in (0, 2)
+    ]
+    for p in (0, 2):
+        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=45), 1.4)
+    ((_, res),) = acts.results
+    assert (res.status, res.at, len(res.table_rows())) == ("committed", 45, 3)
+
+
+def test_a_serializable_read_gives_up_after_three_restarts_past_the_cut() -> None:
+    c = coordinator()
+    c.request(query(Query("accounts", "serializable", key=key_json((key_on(0),)))), now=1.0)
+    for _ in range(3):
+        acts = c.reply(EngineReply("0.1", 0, "rows", False, "too_old", "gone"), 1.1)
+        assert len(acts.requests) == 1 and not acts.results
+    acts = c.reply(EngineReply("0.1", 0, "rows", False, "too_old", "gone"), 1.2)
+    ((_, res),) = acts.results
+    assert (res.status, res.reason) == ("failed", "too_old")
+
+
+def test_engines_that_lost_a_held_read_are_asked_again_until_the_deadline() -> None:
+    c = coordinator()  # resend_s = 2
+    c.request(query(Query("accounts", "serializable"), timeout_ms=10_000), now=1.0)
+    for p, at in ((0, 9), (1, 9), (2, 4)):
+        c.reply(EngineReply("0.1", p, "rows", True, rows="[]", at=at), 1.1)
+    assert not c.tick(2.9).requests
+    q9 = Query("accounts", "serializable", at=9)
+    assert c.tick(3.0).requests == [(2, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q9))]
+    assert not c.tick(4.0).requests  # not again before another resend_s
+    assert c.tick(5.1).requests
+    assert c.tick(11.0).results[0][1].reason == "timeout"

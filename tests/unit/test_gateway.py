@@ -34,7 +34,8 @@ class StandIn:
 
     def query(self, table: str, key: Any, where: Any, isolation: str) -> TxnResult:
         rows = json.dumps([[[1], {"table": table, "isolation": isolation}]])
-        return TxnResult("r", "q1", "committed", rows=rows, partitions=[0])
+        at = 12 if isolation == "serializable" else None
+        return TxnResult("r", "q1", "committed", rows=rows, partitions=[0], at=at)
 
 
 @pytest.fixture
@@ -92,6 +93,9 @@ def test_queries_health_and_the_openapi_document(endpoint: tuple[str, StandIn]) 
         200,
         [[[1], {"table": "accounts", "isolation": "read_committed"}]],
     )
+    assert body["at"] is None
+    status, body = http(f"{base}/tables/accounts?isolation=serializable")
+    assert (status, body["at"]) == (200, 12)
     status, body = http(f"{base}/tables/accounts?isolation=dirty")
     assert status == 400 and "isolation" in body["error"]
     assert http(f"{base}/health") == (200, {"status": "ok"})

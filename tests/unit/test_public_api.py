@@ -29,7 +29,8 @@ def test_an_app_is_written_with_the_public_api_alone() -> None:
         table.put(1, {"value": row["value"] + len(batch)})
 
     assert app.dataflow().border_streams == ("words",)
-    assert Inputs.of(app).topics == ["tiny.words"]
+    # the coordinator's requests: queries of the app's tables; decisions only come for 2PC
+    assert Inputs.of(app).topics == ["tiny.words", "tiny.requests"]
 
 
 def test_inputs_add_the_coordinators_topics_for_an_app_with_transactions() -> None:

@@ -100,7 +100,9 @@ class TxClient:
         timeout_s: float | None = None,
     ) -> TxnResult:
         """Rows of `table` (one key, or all matching `where`), or with `aggregates` one row
-        of totals; snapshot isolation is consistent across partitions."""
+        of totals. `snapshot` is consistent with 2PC transactions across partitions;
+        `serializable` also reads every engine as of one batch of the app's spanning
+        stream (`TxnResult.at`), so no spanning batch is seen on one engine and not another."""
         q = Query(
             table,
             isolation,

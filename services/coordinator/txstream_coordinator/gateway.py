@@ -61,6 +61,9 @@ class ResultOut(BaseModel):
     results: list[Any]
     rows: list[list[Any]] = Field(description="[key, row] pairs of a query")
     partitions: list[int]
+    at: int | None = Field(
+        None, description="a serializable query: the spanning stream's batch it is as of"
+    )
 
 
 class HealthOut(BaseModel):
@@ -76,6 +79,7 @@ def result_json(r: TxnResult) -> dict[str, Any]:
         "results": r.values(),
         "rows": [[list(k), row] for k, row in r.table_rows()],
         "partitions": r.partitions,
+        "at": r.at,
     }
 
 
@@ -152,7 +156,7 @@ def make_app(
         table: str,
         key: Annotated[str | None, Query(description="a key as JSON, e.g. [1]")] = None,
         where: Annotated[list[str] | None, Query(description="e.g. balance<10")] = None,
-        isolation: Literal["snapshot", "read_committed"] = "snapshot",
+        isolation: Literal["snapshot", "read_committed", "serializable"] = "snapshot",
     ) -> JSONResponse:
         """Rows of `table`: the row at `key`, or those matching every `where`."""
 

@@ -30,18 +30,20 @@ from __future__ import annotations
 import json
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Transaction
 from txstream.oltp.messages import (
+    ISOLATIONS,
     CoordinatorLog,
     Decision,
     EngineReply,
     EngineRequest,
     Fragment,
+    Query,
     TxnRequest,
     TxnResult,
     key_of,
@@ -50,6 +52,7 @@ from txstream.oltp.predicates import aggregates_of, combine
 
 _KEPT_OUTCOMES = 1_000_000
 MAX_RESULT_BYTES = 900 * 1024  # a result is one Kafka record: 1 MiB by default
+MAX_CUT_RETRIES = 3  # a serializable read asks an engine again after it passed the cut
 
 
 @dataclass
@@ -94,8 +97,12 @@ class _Read:
     reply_to: str
     partitions: list[int]
     deadline: float
-    aggregates: str = "[]"
+    query: Query
     rows: dict[int, list[Any]] = field(default_factory=dict)
+    at: dict[int, int | None] = field(default_factory=dict)  # each partition's point
+    cut: int | None = None  # serializable: the batch the partitions not in are asked for
+    retries: int = 0  # serializable: partitions asked again after a cut they passed
+    resend_at: float = 0.0
 
 
 class Coordinator:
@@ -206,7 +213,7 @@ class Coordinator:
             return acts
         deadline = now + req.timeout_ms / 1000
         if req.query is not None:
-            self._read(req, txn_id, deadline, acts)
+            self._read(req, txn_id, now, deadline, acts)
             return acts
         placement = [partition_of(key_of(f.key), self.partitions) for f in req.fragments]
         participants = sorted(set(placement))
@@ -289,6 +296,10 @@ class Coordinator:
             elif t.commit is not None and now >= t.resend_at:
                 self._send_decision(t, [p for p in t.participants if p not in t.acks], now, acts)
         for txn_id, r in list(self.reads.items()):
+            if now < r.deadline and now >= r.resend_at and r.query.isolation == "serializable":
+                # an engine that restarted lost the read it held for a batch: ask again
+                r.resend_at = now + self.resend_s
+                self._ask(txn_id, r, [p for p in r.partitions if p not in r.rows], acts)
             if now >= r.deadline:
                 del self.reads[txn_id]
                 missing = [p for p in r.partitions if p not in r.rows]
@@ -388,22 +399,42 @@ class Coordinator:
 
     # -- reads ---------------------------------------------------------------------------
 
-    def _read(self, req: TxnRequest, txn_id: str, deadline: float, acts: Actions) -> None:
+    def _read(
+        self, req: TxnRequest, txn_id: str, now: float, deadline: float, acts: Actions
+    ) -> None:
         q = req.query
         assert q is not None
         if q.key is not None:
             parts = [partition_of(key_of(q.key), self.partitions)]
         else:
             parts = list(range(self.partitions))
-        self.reads[txn_id] = _Read(req.request_id, req.reply_to, parts, deadline, q.aggregates)
+        r = _Read(req.request_id, req.reply_to, parts, deadline, q, resend_at=now + self.resend_s)
+        self.reads[txn_id] = r
+        self._ask(txn_id, r, parts, acts)
+
+    def _ask(self, txn_id: str, r: _Read, parts: Iterable[int], acts: Actions) -> None:
+        q = r.query if r.cut is None else replace(r.query, at=r.cut)
         for p in parts:
             acts.requests.append(
-                (p, EngineRequest(txn_id, self.epoch, "read", req.request_id, req.reply_to, [], q))
+                (p, EngineRequest(txn_id, self.epoch, "read", r.request_id, r.reply_to, [], q))
             )
 
     def _rows(self, rep: EngineReply, acts: Actions) -> None:
         r = self.reads.get(rep.txn_id)
         if r is None:
+            return
+        if not rep.ok and rep.reason == "too_old" and r.retries < MAX_CUT_RETRIES:
+            # that engine restarted past the cut: its rows as of now set a newer one
+            r.retries += 1
+            r.rows.pop(rep.partition, None)
+            acts.requests.append(
+                (
+                    rep.partition,
+                    EngineRequest(
+                        rep.txn_id, self.epoch, "read", r.request_id, r.reply_to, [], r.query
+                    ),
+                )
+            )
             return
         if not rep.ok:
             del self.reads[rep.txn_id]
@@ -413,32 +444,53 @@ class Coordinator:
             )
             return
         r.rows[rep.partition] = json.loads(rep.rows)
-        if len(r.rows) == len(r.partitions):
-            del self.reads[rep.txn_id]
-            rows = sorted((row for part in r.rows.values() for row in part), key=_row_key)
-            aggs = aggregates_of(r.aggregates)
-            if aggs:
-                rows = [[["*"], combine([row for _, row in rows], aggs)]]
-            body = json.dumps(rows)
-            if len(body) > MAX_RESULT_BYTES:
-                self._count("read_failed")
-                detail = f"{len(rows)} rows are more than one result holds; narrow the query"
-                acts.results.append(
-                    (
-                        r.reply_to,
-                        TxnResult(r.request_id, rep.txn_id, "failed", "too_many_rows", detail),
-                    )
-                )
-                return
-            self._count("reads")
+        r.at[rep.partition] = rep.at
+        if len(r.rows) < len(r.partitions) or self._behind(rep.txn_id, r, acts):
+            return
+        del self.reads[rep.txn_id]
+        rows = sorted((row for part in r.rows.values() for row in part), key=_row_key)
+        aggs = aggregates_of(r.query.aggregates)
+        if aggs:
+            rows = [[["*"], combine([row for _, row in rows], aggs)]]
+        body = json.dumps(rows)
+        if len(body) > MAX_RESULT_BYTES:
+            self._count("read_failed")
+            detail = f"{len(rows)} rows are more than one result holds; narrow the query"
             acts.results.append(
-                (
-                    r.reply_to,
-                    TxnResult(
-                        r.request_id, rep.txn_id, "committed", rows=body, partitions=r.partitions
-                    ),
-                )
+                (r.reply_to, TxnResult(r.request_id, rep.txn_id, "failed", "too_many_rows", detail))
             )
+            return
+        self._count("reads")
+        cut = max((a for a in r.at.values() if a is not None), default=None)
+        acts.results.append(
+            (
+                r.reply_to,
+                TxnResult(
+                    r.request_id,
+                    rep.txn_id,
+                    "committed",
+                    rows=body,
+                    partitions=r.partitions,
+                    at=cut if r.query.isolation == "serializable" else None,
+                ),
+            )
+        )
+
+    def _behind(self, txn_id: str, r: _Read, acts: Actions) -> bool:
+        """A serializable read whose engines answered as of different batches: the cut is
+        the newest of them, and the engines behind it are asked again, as of it (each
+        answers once it has run that batch). True while it waits for them."""
+        if r.query.isolation != "serializable":
+            return False
+        cut = max((a for a in r.at.values() if a is not None), default=None)
+        behind = [p for p, a in r.at.items() if a is not None and cut is not None and a < cut]
+        if not behind:
+            return False
+        r.cut = cut
+        for p in behind:
+            del r.rows[p], r.at[p]
+        self._ask(txn_id, r, behind, acts)
+        return True
 
     # -- helpers -------------------------------------------------------------------------
 
@@ -450,8 +502,9 @@ class Coordinator:
                 return "a request is a query or a transaction, not both"
             if self.tables and req.query.table not in self.tables:
                 return f"no table {req.query.table!r}; tables are {sorted(self.tables)}"
-            if req.query.isolation not in ("read_committed", "snapshot"):
-                return f"isolation must be read_committed or snapshot, not {req.query.isolation!r}"
+            if req.query.isolation not in ISOLATIONS:
+                given = req.query.isolation
+                return f"isolation must be one of {', '.join(ISOLATIONS)}, not {given!r}"
             try:
                 aggregates_of(req.query.aggregates)
             except ValueError as e:

@@ -12,7 +12,13 @@ from typing import Any
 import typer
 
 from txstream.client import OltpTimeout, TxClient
-from txstream.oltp.messages import Fragment, TxnResult, fragments_from_json, key_of
+from txstream.oltp.messages import (
+    ISOLATIONS,
+    Fragment,
+    TxnResult,
+    fragments_from_json,
+    key_of,
+)
 from txstream.oltp.predicates import parse_aggregate, parse_condition
 
 
@@ -92,7 +98,9 @@ def query(
     key: str | None = typer.Option(None, help="one key, e.g. 1 or [1]; else every row"),
     where: list[str] = typer.Option([], help="a condition like balance<10 (repeatable)"),
     agg: list[str] = typer.Option([], help="count, or fn:field with fn sum|min|max (repeatable)"),
-    isolation: str = typer.Option("snapshot", help="snapshot or read_committed"),
+    isolation: str = typer.Option(
+        "snapshot", help="read_committed, snapshot, or serializable (one batch on every engine)"
+    ),
     timeout_s: float = typer.Option(10.0, help="give up after this"),
 ) -> None:
     """Read a table (a JSON line per row), consistent across partitions with snapshot."""
@@ -100,8 +108,10 @@ def query(
         k = None if key is None else tuple(_key(key))
         conditions = [parse_condition(w) for w in where]
         aggregates = [parse_aggregate(a) for a in agg]
-        if isolation not in ("snapshot", "read_committed"):
-            raise ValueError(f"--isolation must be snapshot or read_committed, not {isolation!r}")
+        if isolation not in ISOLATIONS:
+            raise ValueError(
+                f"--isolation must be one of {', '.join(ISOLATIONS)}, not {isolation!r}"
+            )
     except ValueError as e:
         raise _fail(str(e)) from e
     try:
@@ -111,5 +121,7 @@ def query(
         raise _fail(str(e), 1) from e
     if result.status != "committed":
         raise _fail(f"{result.reason}: {result.detail}")
+    if result.at is not None:
+        typer.echo(f"as of batch {result.at} of the spanning stream, on every partition", err=True)
     for row_key, row in result.table_rows():
         typer.echo(json.dumps({"key": list(row_key), "row": row}))

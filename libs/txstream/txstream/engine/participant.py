@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 from txstream.engine.context import TxnContext
 from txstream.engine.group import AbortRecord, Group, Seal
+from txstream.engine.history import History, TooOld
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, scan
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Procedure, Record
@@ -53,12 +54,19 @@ class EngineView(Protocol):
 
     def set_sys(self, key: tuple[str, str, int], value: int) -> None: ...
 
+    @property
+    def history(self) -> History | None: ...
+
+    def merge(self, ws: WriteSet) -> None: ...
+
 
 PREPARED_TABLE = "__prepared__"
 EPOCH_KEY = ("coordinator", "epoch", 0)
 _REMEMBERED_ABORTS = 10_000
 # A reply travels in one Kafka record (1 MiB by default), merged with the other partitions'.
 MAX_ROWS_BYTES = 256 * 1024
+# Serializable reads waiting here for a batch to run; past that, the oldest is refused.
+MAX_PARKED = 1_000
 
 
 @dataclass
@@ -90,6 +98,8 @@ class Participant:
         self.locks: dict[str, dict[Key, str]] = {}  # table -> key -> holding txn
         # Aborts that arrived before their (deferred) prepare: that prepare must vote no.
         self._aborted: deque[str] = deque(maxlen=_REMEMBERED_ABORTS)
+        # Serializable reads of a batch not run here yet, answered once it has run.
+        self.parked: deque[EngineRequest] = deque()
 
     @property
     def blocked(self) -> bool:
@@ -144,7 +154,7 @@ class Participant:
             group.aborts.append(AbortRecord("<decision>", "decisions", -1, "wrong_epoch", detail))
             return
         if d.commit:
-            held.ws.merge_into(group.ws)
+            self.engine.merge(held.ws)
         group.ws.put(PREPARED_TABLE, (held.txn_id,), TOMBSTONE)
         self._release(held)
         self._reply(held.txn_id, "ack", True, detail="committed" if d.commit else "aborted")
@@ -195,7 +205,7 @@ class Participant:
             self._reply(req.txn_id, "result", False, outcome.reason, outcome.detail, req=req)
             return
         ws, results = outcome
-        ws.merge_into(self.engine.group.ws)
+        self.engine.merge(ws)
         self._reply(req.txn_id, "result", True, results=results, req=req)
 
     def _prepare(self, req: EngineRequest, stale: bool) -> None:
@@ -248,29 +258,82 @@ class Participant:
                 req=req,
             )
             return
-        # Both read the engine's current state (the reply commits with this group, so it
-        # reports nothing a crash could undo). Snapshot waits for prepared transactions on
-        # the rows it reads; read_committed does not, and sees their before-images.
+        spanning = sorted(self.engine.df.spanning_streams)
+        if q.isolation == "serializable" and len(spanning) > 1:
+            detail = (
+                "a serializable query reads every engine as of one batch of the app's "
+                f"spanning stream, and this app has {len(spanning)}: {spanning}"
+            )
+            self._reply(req.txn_id, "rows", False, "bad_query", detail, req=req)
+            return
+        # Snapshot and serializable wait for prepared transactions on the rows they read;
+        # read_committed does not, and sees their before-images.
+        if q.isolation != "read_committed":
+            try:
+                key = None if q.key is None else key_of(q.key)
+            except ValueError as e:
+                self._reply(req.txn_id, "rows", False, "bad_query", str(e), req=req)
+                return
+            self.guard(q.table, key)
+        history = self.engine.history
+        ahead = history is not None and q.at is not None and q.at > history.point
+        if q.isolation == "serializable" and ahead:
+            self._park(req)  # answered once this engine has run batch `at`
+            return
+        self._answer(req)
+
+    def serve(self, point: int) -> None:
+        """The engine has run batch `point` of its spanning stream: answer the reads
+        waiting for it, as of it."""
+        if not self.parked:
+            return
+        waiting: deque[EngineRequest] = deque()
+        ready: list[EngineRequest] = []
+        for r in self.parked:
+            assert r.query is not None and r.query.at is not None
+            (ready if r.query.at <= point else waiting).append(r)
+        self.parked = waiting
+        for req in ready:
+            self._answer(req)
+
+    def _park(self, req: EngineRequest) -> None:
+        self.parked.append(req)
+        if len(self.parked) > MAX_PARKED:
+            old = self.parked.popleft()
+            detail = f"more than {MAX_PARKED} serializable reads wait for batches here"
+            self._reply(old.txn_id, "rows", False, "busy", detail, req=old)
+
+    def _answer(self, req: EngineRequest) -> None:
+        """The rows a read asks for, replied with this group: the engine's current state,
+        or for a serializable read, its state right after batch `at` of the spanning
+        stream (the reply commits with this group, so it reports nothing a crash could
+        undo)."""
+        q = req.query
+        assert q is not None
         ws, base = self.engine.group.ws, self.engine.base
-        snapshot = q.isolation == "snapshot"
+        history = self.engine.history if q.isolation == "serializable" else None
         try:
-            if q.key is not None:
-                key = key_of(q.key)
-                if snapshot:
-                    self.guard(q.table, key)
+            key = None if q.key is None else key_of(q.key)
+            if key is not None:
                 row = read(ws, base, q.table, key)
-                found: list[tuple[Key, Record]] = [] if row is None else [(key, row)]
+                found = {} if row is None else {key: row}
             else:
-                if snapshot:
-                    self.guard(q.table, None)
-                found = list(scan(ws, base, q.table, ()))
+                found = dict(scan(ws, base, q.table, ()))
+            at = None
+            if history is not None:
+                history.asked()
+                at = history.point if q.at is None else q.at
+                found = history.rows_at(at, q.table, found, key)
             conds = conditions_of(q.where)
-            matched = [(k, r) for k, r in found if matches(r, conds)]
+            matched = [(k, r) for k, r in sorted(found.items()) if matches(r, conds)]
             aggs = aggregates_of(q.aggregates)
             if aggs:
                 body = json.dumps([[["*"], aggregate([r for _, r in matched], aggs)]])
             else:
                 body = json.dumps([[list(k), r] for k, r in matched])
+        except TooOld as e:
+            self._reply(req.txn_id, "rows", False, "too_old", str(e), req=req)
+            return
         except ValueError as e:
             self._reply(req.txn_id, "rows", False, "bad_query", str(e), req=req)
             return
@@ -281,7 +344,7 @@ class Participant:
             )
             self._reply(req.txn_id, "rows", False, "too_many_rows", detail, req=req)
             return
-        self._reply(req.txn_id, "rows", True, rows=body, req=req)
+        self._reply(req.txn_id, "rows", True, rows=body, req=req, at=at)
 
     def _execute(self, fragments: Sequence[Fragment]) -> tuple[WriteSet, str] | _Failed:
         """Run the fragments in order in one write set; any abort aborts them all."""
@@ -352,6 +415,7 @@ class Participant:
         request_id: str = "",
         reply_to: str = "",
         epoch: int = 0,
+        at: int | None = None,
     ) -> None:
         if req is not None:
             request_id, reply_to, epoch = req.request_id, req.reply_to, req.epoch
@@ -368,6 +432,7 @@ class Participant:
                 request_id,
                 reply_to,
                 epoch,
+                at,
             )
         )
 

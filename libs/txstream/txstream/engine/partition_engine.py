@@ -34,6 +34,7 @@ from txstream.engine.group import (
     last_batch_key,
     position_key,
 )
+from txstream.engine.history import History
 from txstream.engine.hops import HopInbox, hop_batches, marker_key
 from txstream.engine.participant import Participant
 from txstream.engine.span_runner import Span, SpanRunner
@@ -100,6 +101,11 @@ class PartitionEngine:
         self.owner: Owner = owner or (lambda key: partition)
         self.spanning = frozenset(dataflow.spanning_streams)
         self.spans = SpanRunner(self)
+        self.history: History | None = None
+        if len(self.spanning) == 1:
+            (stream,) = self.spanning
+            point = self.sys_value(last_batch_key(stream, partition))
+            self.history = History(stream, point, frozenset(dataflow.decl.tables))
         self.hops = tuple(dataflow.decl.procedures[p] for p in dataflow.hops)
         self.partitions = partitions
         self.inboxes = {
@@ -263,12 +269,25 @@ class PartitionEngine:
 
     def completed(self, stream: str, batch_id: int, record: bytes | None) -> None:
         """Batch `batch_id` of `stream` is done here: the last one, its record's digest
-        kept, and counted in the group."""
+        kept, and counted in the group; serializable reads waiting for it are answered."""
         self.set_sys(last_batch_key(stream, self.partition), batch_id)
         self.group.records[stream] = record
         self.group.batches += 1
         self.group.first_batch_ids.setdefault(stream, batch_id)
         self.group.last_batch_ids[stream] = batch_id
+        if self.history is not None and stream == self.history.stream:
+            self.history.passed(batch_id)
+            self.participant.serve(batch_id)
+
+    def merge(self, ws: WriteSet, parent: WriteSet | None = None) -> None:
+        """Merge a finished write set into `parent` (the group's by default), keeping what
+        it overwrites in the group for serializable reads (`History`)."""
+        if parent is None:
+            parent = self.group.ws
+        history = self.history
+        if history is not None and history.recording and parent is self.group.ws:
+            history.record(ws, parent, self.base)
+        ws.merge_into(parent)
 
     def passed(self, source: tuple[str, int, int] | None) -> None:
         """The input record at `source` (topic, partition, offset) is behind us: the next
@@ -337,10 +356,16 @@ class PartitionEngine:
     ) -> None:
         """A spanning batch here: one TE, or the whole nested transaction `proc` roots."""
         nested = self.df.nested_of.get(proc.name)
-        if nested is None:
-            self._run_te(self.group.ws, proc, proc.input, batch_id, tuples, None, span)
-        else:
-            self._run_nested(self.group.ws, nested, proc, proc.input, batch_id, tuples, span)
+        if self.history is not None:
+            self.history.running = batch_id  # its writes are batch `batch_id`'s side of a cut
+        try:
+            if nested is None:
+                self._run_te(self.group.ws, proc, proc.input, batch_id, tuples, None, span)
+            else:
+                self._run_nested(self.group.ws, nested, proc, proc.input, batch_id, tuples, span)
+        finally:
+            if self.history is not None:
+                self.history.running = None
 
     def replay(
         self, entry: JournalEntry, tuples: Sequence[Record], digest: int | None = None
@@ -466,7 +491,7 @@ class PartitionEngine:
                     AbortRecord(nested.name, stream, batch_id, e.reason, str(e))
                 )
             return False
-        nws.merge_into(parent)
+        self.merge(nws, parent)
         self.group.outputs.extend(scope.outputs)
         for p, s, tups in scope.deferred:
             if self.triggers:
@@ -534,7 +559,7 @@ class PartitionEngine:
         if self.timer is not None:
             self.timer(proc.name, time.perf_counter() - started)
         if scope is None:
-            ws.merge_into(parent)
+            self.merge(ws, parent)
         (scope.outputs if scope is not None else self.group.outputs).extend(outputs)
         for out in outputs:
             if out.hop is None:

@@ -142,7 +142,7 @@ def ensure_app_topics(admin: TopicAdmin, app: App, partitions: int) -> list[str]
         AppTopics(app.name),
         app.decl.streams,
         partitions,
-        oltp=bool(app.decl.transactions),
+        oltp=app.decl.serves_requests,
         exchange=bool(df.spanning_streams),
         hops=df.hops,
     )

@@ -141,6 +141,12 @@ class Declarations:
         default_factory=dict
     )
 
+    @property
+    def serves_requests(self) -> bool:
+        """Whether its engines take the coordinator's requests: OLTP transactions, or
+        queries of its tables."""
+        return bool(self.transactions or self.tables)
+
 
 class RecoveryMode(StrEnum):
     """How the app recovers: from its changelog, or from a strong or weak command log."""

@@ -73,6 +73,11 @@ def fragments_from_json(raw: Any) -> list[Fragment]:
     return out
 
 
+# What a query may see: each engine's committed rows; those plus a wait for prepared 2PC
+# transactions on them; and those as of one batch of the spanning stream on every engine.
+ISOLATIONS = ("read_committed", "snapshot", "serializable")
+
+
 @dataclass(frozen=True)
 class Query:
     table: str
@@ -80,6 +85,7 @@ class Query:
     key: str | None = None
     where: str = "[]"
     aggregates: str = "[]"
+    at: int | None = None  # serializable: the spanning batch to read as of
 
 
 class WireDecodeError(ValueError):
@@ -134,6 +140,7 @@ class TxnResult(Message):
     results: str = "[]"
     rows: str = "[]"
     partitions: list[int] = field(default_factory=list)
+    at: int | None = None  # a serializable query's cut: the spanning batch it is as of
 
     @property
     def ok(self) -> bool:
@@ -184,6 +191,7 @@ class EngineReply(Message):
     request_id: str = ""
     reply_to: str = ""
     epoch: int = 0  # a vote: its prepare's epoch, which the decision must carry
+    at: int | None = None  # serializable rows: the spanning batch they are as of
 
 
 @dataclass(frozen=True)

@@ -71,7 +71,8 @@ def replay(
             record = log_codec.decode(msg.value() or b"")
             replay_entries(engine, record.entries, sources, done if strong else None, oltp)
             for topic, offset in record.positions.items():
-                engine.set_position(topic, offset)
+                if offset != engine.position(topic):  # a topic never read stays unrecorded
+                    engine.set_position(topic, offset)
             count, next_offset = count + 1, (msg.offset() or 0) + 1
             if count % apply_every == 0:
                 state.apply(codec.encode_writes(engine.take_group().ws), next_offset)

@@ -11,9 +11,10 @@ from txstream.model.app import App
 
 @dataclass(frozen=True)
 class Inputs:
-    """Border stream topics (topic -> stream), then the coordinator's requests and decisions
-    when the app registers OLTP transactions, then the exchange when it has spanning
-    procedures, then the repartitioned procedures' inputs (topic -> procedure)."""
+    """Border stream topics (topic -> stream), then the coordinator's requests when the app
+    declares tables (queries) or transactions, and its decisions with transactions, then
+    the exchange when it has spanning procedures, then the repartitioned procedures' inputs
+    (topic -> procedure)."""
 
     streams: dict[str, str]
     oltp: tuple[str, ...]
@@ -25,7 +26,9 @@ class Inputs:
         topics = AppTopics(app.name)
         df = app.dataflow()
         streams = {topics.stream(s): s for s in df.border_streams}
-        oltp = (topics.requests, topics.decisions) if app.decl.transactions else ()
+        decl = app.decl
+        oltp: tuple[str, ...] = (topics.requests,) if decl.serves_requests else ()
+        oltp += (topics.decisions,) if decl.transactions else ()
         exchange = (topics.exchange,) if df.spanning_streams else ()
         return cls(streams, oltp, exchange, {topics.hop(p): p for p in df.hops})
 

@@ -36,7 +36,7 @@ from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.observability import metrics
-from txstream.oltp.messages import Decision, EngineRequest, Wire
+from txstream.oltp.messages import Decision, EngineRequest, Wire, WireDecodeError
 from txstream.recovery.changelog import restore
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.recovery.policy import RecoveryPolicy
@@ -112,6 +112,7 @@ class PartitionTask:
         self._spanning = bool(self.inputs.exchange)  # the app has spanning procedures
         # Inputs that arrive while a 2PC participant is blocked, in arrival order.
         self._deferred: deque[InputRecord] = deque()
+        self._deferred_requests = 0  # of them, the coordinator's requests
         self._abort_schema = registry.get("txstream.AbortRecord")
         self._notice_schema = registry.get("txstream.CommitNotice")
         self._group_started = 0.0
@@ -212,6 +213,7 @@ class PartitionTask:
     def rewind(self) -> dict[str, int]:
         """The consumer is about to seek to `positions()`: forget records received past them."""
         self._deferred.clear()
+        self._deferred_requests = 0
         self._received = self.positions()
         return dict(self._received)
 
@@ -280,29 +282,48 @@ class PartitionTask:
         if topic == self.topics.decisions or topic == self.topics.exchange:
             self._process(topic, offset, value, key)
             while self._deferred and self._process(*self._deferred[0]):
-                self._deferred.popleft()
+                if self._deferred.popleft()[0] == self.topics.requests:
+                    self._deferred_requests -= 1
+        elif self._deferred and topic == self.topics.requests and self._read_ahead(offset, value):
+            pass
         elif self._deferred or not self._process(topic, offset, value, key):
             self._deferred.append((topic, offset, value, key))
+            self._deferred_requests += topic == self.topics.requests
+
+    def _read_ahead(self, offset: int, value: bytes | None) -> bool:
+        """A query goes ahead of the records waiting (for spanning batches to run, or for a
+        decision): it changes nothing, and between two TEs the engine's state is always
+        right after its last batch. Not ahead of an earlier request, though: that one's
+        offset would be skipped. False if it must wait after all."""
+        if self._deferred_requests:
+            return False
+        try:
+            req = self.wire.decode(EngineRequest, value or b"")
+        except WireDecodeError:
+            return False  # dead-lettered in turn
+        return req.kind == "read" and self._oltp(self.topics.requests, offset, value)
 
     def _process(self, topic: str, offset: int, value: bytes | None, key: bytes | None) -> bool:
         """Process one record; False if it must wait (nothing applied): for a 2PC decision,
-        or while spanning batches are queued (`SpanRunner.holds`)."""
+        or while spanning batches are queued (`SpanRunner.holds`; a read need not wait, as
+        the engine's state between two TEs is always right after its last batch)."""
         if topic == self.topics.exchange:
             self._exchange(offset, value)
             return True
         if topic == self.topics.decisions:
             return self._oltp(topic, offset, value)
         stream = self.inputs.streams.get(topic)
+        hop = self.inputs.hops.get(topic)
+        if stream is None and hop is None:  # the coordinator's requests
+            return self._oltp(topic, offset, value)
         if self._spanning and self.engine.spans.holds(spanning=stream in self.engine.spanning):
             return False
-        if stream is None:
-            hop = self.inputs.hops.get(topic)
-            if hop is None:  # the coordinator's requests
-                return self._oltp(topic, offset, value)
+        if hop is not None:
             if self.engine.blocked:
                 return False
             self._hop(hop, (topic, self.partition, offset), value, key)
             return True
+        assert stream is not None
         if self.engine.blocked:
             return False  # TEs are not checked row by row: they wait for every decision
         source = (topic, self.partition, offset)
@@ -367,7 +388,10 @@ class PartitionTask:
         if topic == self.topics.decisions:
             self.engine.decide(self.wire.decode(Decision, value))
             return True
-        return self.engine.request(self.wire.decode(EngineRequest, value))
+        req = self.wire.decode(EngineRequest, value)
+        if req.kind != "read" and self._spanning and self.engine.spans.holds(spanning=False):
+            return False  # it could write rows queued spanning batches have read
+        return self.engine.request(req)
 
     def _replay_oltp(self, topic: str, value: bytes) -> None:
         if not self._apply_oltp(topic, value):

@@ -1,0 +1,28 @@
+"""Bank accounts opened on the real broker, each on the partition that owns it."""
+
+from __future__ import annotations
+
+from confluent_kafka import Producer
+
+from txstream.kafka.clients import send
+from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics
+from txstream.schemas.codec import BatchCodec
+
+
+def send_openings(
+    producer: Producer,
+    topics: AppTopics,
+    codec: BatchCodec,
+    opening: dict[int, int],
+    partitions: int,
+) -> list[int]:
+    """One `opens` batch per account; the number of batches each partition got."""
+    per_partition = [0] * partitions
+    for a, balance in opening.items():
+        p = partition_of((a,), partitions)
+        per_partition[p] += 1
+        row = [{"account": a, "balance": balance}]
+        value = codec.encode("opens", per_partition[p], row)
+        send(producer, topics.stream("opens"), value, partition=p)
+    return per_partition

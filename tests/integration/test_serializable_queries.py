@@ -1,0 +1,135 @@
+"""Serializable queries across engines on the real broker: one consistent cut.
+
+TSpoon's transfers (`bank.stream_transfers`, a spanning procedure) run on 4 partitions and 2
+workers while a client reads every account through the coordinator, serializable, over and
+over. Each answer names the batch it is as of, and must be exactly the serial execution's
+balances after that batch, on every engine at once; several answers must fall while the
+transfers are still running, or the test would only have read a quiet table.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from bank.stream_transfers import build_app
+from orders.commits import CommitWatch
+from tests.conftest import KafkaEnv, free_port
+from tests.faults.killer import kill_leftovers
+from tests.http_json import http
+from tests.integration.openings import send_openings
+from tests.service_process import TXSTREAM, ServiceProcess
+from tests.simulation.test_spanning import serial_transfers
+from txstream.client import TxClient
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import idempotent_producer_config, send
+from txstream.kafka.topics import AppTopics, ensure_app_topics
+from txstream.model.declarations import Record
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS, WORKERS, ACCOUNTS, BATCHES, K = 4, 2, 40, 600, 4
+
+
+@pytest.mark.timeout(300)
+def test_serializable_queries_read_one_batch_on_every_engine(
+    kafka: KafkaEnv, tmp_path: Path
+) -> None:
+    settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
+    rng = random.Random(5)
+    opening = {a: rng.randint(0, 100) for a in range(ACCOUNTS)}
+    transfers: list[Record] = [
+        {"seq": i, "payer": rng.randrange(ACCOUNTS), "payee": rng.randrange(ACCOUNTS),
+         "amount": rng.randint(1, 60)}
+        for i in range(BATCHES * K)
+    ]  # fmt: skip
+    batches = [transfers[i : i + K] for i in range(0, len(transfers), K)]
+    app = build_app(f"cuts-{uuid.uuid4().hex[:8]}")
+    topics = AppTopics(app.name)
+    ensure_app_topics(TopicAdmin(settings), app, PARTITIONS)
+    registry = SchemaRegistry(settings.schema_dir)
+    opens = BatchCodec(registry.get("bank.Opening"))
+    moves = BatchCodec(registry.get("bank.Transfer"))
+    spec = [
+        "--app",
+        "bank.stream_transfers:from_params",
+        "--params",
+        json.dumps({"name": app.name}),
+    ]
+    services = [
+        ServiceProcess(settings, ["worker", "run", *spec, "--instance-id", str(i), "--no-metrics"],
+                       tmp_path / f"worker-{i}.log")
+        for i in range(WORKERS)
+    ]  # fmt: skip
+    http_port = free_port()
+    services.append(
+        ServiceProcess(settings, ["coordinator", "run", *spec, "--metrics-port", "0",
+                                  "--http-port", str(http_port)], tmp_path / "coordinator.log")
+    )  # fmt: skip
+    watch = CommitWatch(settings, topics.commits, PARTITIONS)
+    producer = Producer(idempotent_producer_config(settings))
+    answers: list[tuple[int | None, dict[int, int]]] = []
+    try:
+        per_partition = send_openings(producer, topics, opens, opening, PARTITIONS)
+        assert producer.flush(60) == 0
+        alive = lambda: all(s.alive() for s in services)  # noqa: E731
+        watch.wait({"opens": per_partition}, 120, alive)
+        for b, batch in enumerate(batches, 1):
+            for p in range(PARTITIONS):  # the spanning input reaches every engine
+                send(producer, topics.stream("transfers"), moves.encode("transfers", b, batch),
+                     partition=p)  # fmt: skip
+        assert producer.flush(60) == 0
+        done = threading.Event()
+
+        def wait_all() -> None:
+            watch.wait({"transfers": [BATCHES] * PARTITIONS}, 200, alive)
+            done.set()
+
+        waiter = threading.Thread(target=wait_all)
+        waiter.start()
+        with TxClient(app.name, settings, timeout_s=30) as client:
+            while not done.is_set() and waiter.is_alive():
+                r = client.query("accounts", isolation="serializable")
+                assert r.ok, f"{r.reason}: {r.detail}"
+                answers.append((r.at, {int(k[0]): row["balance"] for k, row in r.table_rows()}))
+            waiter.join(10)
+            assert done.is_set(), "the transfers did not all commit"
+            last = client.query("accounts", isolation="serializable")
+            answers.append((last.at, {int(k[0]): row["balance"] for k, row in last.table_rows()}))
+        # the same query from the shell and over HTTP
+        env = {**os.environ, "TXSTREAM_HOME": str(settings.home),
+               "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers}  # fmt: skip
+        shell = subprocess.run(
+            [TXSTREAM, "query", "--app", app.name, "--table", "accounts",
+             "--isolation", "serializable", "--agg", "sum:balance"],
+            env=env, capture_output=True, text=True, timeout=60, check=True,
+        )  # fmt: skip
+        status, web = http(f"http://127.0.0.1:{http_port}/tables/accounts?isolation=serializable")
+    finally:
+        watch.close()
+        for s in reversed(services):
+            s.kill()
+        kill_leftovers(settings.home)
+
+    assert answers[-1][0] == BATCHES
+    total = sum(opening.values())
+    assert json.loads(shell.stdout)["row"] == {"sum_balance": total}, shell.stdout
+    assert f"as of batch {BATCHES}" in shell.stderr
+    assert (status, web["at"]) == (200, BATCHES), web
+    assert {k[0]: row["balance"] for k, row in web["rows"]} == answers[-1][1]
+    for at, balances in answers:
+        assert at is not None
+        expected = serial_transfers(opening, [t for b in batches[:at] for t in b])
+        assert balances == expected, f"as of batch {at}"
+    during = {at for at, _ in answers if at is not None and 0 < at < BATCHES}
+    assert len(during) >= 3, f"only {sorted(during)} read while the transfers ran"
