@@ -107,6 +107,40 @@ def run(
 
 
 @app.command()
+def backfill(
+    app_name: str = typer.Option(..., "--app", help="the app whose warehouse to rebuild"),
+    config: Path = typer.Option(..., "--config", help=CONFIG_HELP),
+    into: str = typer.Option("", help="build the copy here and leave the warehouse as it is; "
+                             "default: replace the app's warehouse once the copy is complete"),
+) -> None:  # fmt: skip
+    """Rebuild the app's warehouse from every committed record, from the topics' start.
+    Stop `txstream etl run` for the app first; the replaced warehouse is kept aside."""
+    from txstream_etl.backfill import BackfillError
+    from txstream_etl.backfill import backfill as run_backfill
+    from txstream_etl.session import spark_session
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    logging.getLogger("py4j").setLevel(logging.WARNING)
+    settings = Settings()
+    warehouse = load_warehouse(config)
+    app_name = resolve_app(settings, app_name)
+    spark = spark_session(settings, f"txstream-etl-backfill-{app_name}")
+    try:
+        done = run_backfill(spark, settings, app_name, warehouse, into or None, console.print)
+    except BackfillError as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    finally:
+        spark.stop()
+    summary = Table(title=f"backfill of {app_name} into {done.root}")
+    summary.add_column("table")
+    summary.add_column("rows written", justify="right")
+    for table, n in sorted(done.rows.items()):
+        summary.add_row(table, str(n))
+    Console().print(summary)
+
+
+@app.command()
 def maintain(
     app_name: str = typer.Option(..., "--app", help="the app whose warehouse to maintain"),
     config: Path = typer.Option(..., "--config", help=CONFIG_HELP),

@@ -1,14 +1,16 @@
-"""Serializable queries across engines on the real broker: one consistent cut.
+"""Serializable and snapshot queries across engines on the real broker: one consistent cut.
 
 TSpoon's transfers (`bank.stream_transfers`, a spanning procedure) run on 4 partitions and 2
-workers while a client reads every account through the coordinator, serializable, over and
-over. Each answer names the batch it is as of, and must be exactly the serial execution's
-balances after that batch, on every engine at once; several answers must fall while the
-transfers are still running, or the test would only have read a quiet table.
+workers while a client reads every account through the coordinator, serializable and
+snapshot in turn, over and over. Each answer names the batch it is as of, and must be
+exactly the serial execution's balances after that batch, on every engine at once; several
+answers must fall while the transfers are still running, or the test would only have read
+a quiet table.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -98,8 +100,9 @@ def test_serializable_queries_read_one_batch_on_every_engine(
         waiter = threading.Thread(target=wait_all)
         waiter.start()
         with TxClient(app.name, settings, timeout_s=30) as client:
+            levels = itertools.cycle(["serializable", "snapshot"])
             while not done.is_set() and waiter.is_alive():
-                r = client.query("accounts", isolation="serializable")
+                r = client.query("accounts", isolation=next(levels))
                 assert r.ok, f"{r.reason}: {r.detail}"
                 answers.append((r.at, {int(k[0]): row["balance"] for k, row in r.table_rows()}))
             waiter.join(10)

@@ -460,14 +460,29 @@ def test_serializable_scan_asks_the_engines_behind_again_as_of_the_newest_batch(
     assert res.table_rows() == [(("*",), {"sum_balance": 22})]
 
 
-@pytest.mark.parametrize("isolation", ["read_committed", "snapshot"])
-def test_other_isolations_merge_rows_as_each_engine_answered(isolation: str) -> None:
+def test_read_committed_merges_rows_as_each_engine_answered() -> None:
     c = coordinator()
-    c.request(query(Query("accounts", isolation)), now=1.0)
+    c.request(query(Query("accounts", "read_committed")), now=1.0)
     for p, at in enumerate((40, 37, None)):
         acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=at), 1.1)
     ((_, res),) = acts.results
     assert not acts.requests and res.at is None and len(res.table_rows()) == 3
+
+
+def test_a_snapshot_cuts_at_the_oldest_batch_and_the_engines_ahead_go_back() -> None:
+    c = coordinator()
+    q = Query("accounts", "snapshot")
+    c.request(query(q), now=1.0)
+    for p, at in ((0, 40), (1, 37), (2, 39)):
+        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=at), 1.1)
+    q37 = Query("accounts", "snapshot", at=37)
+    assert acts.requests == [
+        (p, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q37)) for p in (0, 2)
+    ]
+    for p in (2, 0):
+        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=37), 1.2)
+    ((_, res),) = acts.results
+    assert (res.status, res.at, len(res.table_rows())) == ("committed", 37, 3)
 
 
 def test_unknown_isolation_is_a_bad_request_naming_the_choices() -> None:

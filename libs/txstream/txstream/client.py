@@ -100,9 +100,10 @@ class TxClient:
         timeout_s: float | None = None,
     ) -> TxnResult:
         """Rows of `table` (one key, or all matching `where`), or with `aggregates` one row
-        of totals. `snapshot` is consistent with 2PC transactions across partitions;
-        `serializable` also reads every engine as of one batch of the app's spanning
-        stream (`TxnResult.at`), so no spanning batch is seen on one engine and not another."""
+        of totals. `snapshot` is consistent with 2PC transactions across partitions, and
+        reads every engine as of one batch of the app's spanning stream (`TxnResult.at`),
+        the oldest any engine had run; `serializable` cuts at the newest, so it holds every
+        batch committed before it came; `read_committed` reads each engine as it stands."""
         q = Query(
             table,
             isolation,

@@ -62,7 +62,8 @@ class ResultOut(BaseModel):
     rows: list[list[Any]] = Field(description="[key, row] pairs of a query")
     partitions: list[int]
     at: int | None = Field(
-        None, description="a serializable query: the spanning stream's batch it is as of"
+        None,
+        description="a snapshot or serializable query: the spanning stream's batch it is as of",
     )
 
 

@@ -52,7 +52,7 @@ from txstream.oltp.predicates import aggregates_of, combine
 
 _KEPT_OUTCOMES = 1_000_000
 MAX_RESULT_BYTES = 900 * 1024  # a result is one Kafka record: 1 MiB by default
-MAX_CUT_RETRIES = 3  # a serializable read asks an engine again after it passed the cut
+MAX_CUT_RETRIES = 3  # a cut read asks again an engine that could not go back to the cut
 
 
 @dataclass
@@ -101,8 +101,9 @@ class _Read:
     rows: dict[int, list[Any]] = field(default_factory=dict)
     at: dict[int, int | None] = field(default_factory=dict)  # each partition's point
     cut: int | None = None  # serializable: the batch the partitions not in are asked for
-    retries: int = 0  # serializable: partitions asked again after a cut they passed
+    retries: int = 0  # partitions asked again after a cut they could not go back to
     resend_at: float = 0.0
+    newest: bool = False  # cut at the newest batch answered (serializable), else the oldest
 
 
 class Coordinator:
@@ -296,7 +297,7 @@ class Coordinator:
             elif t.commit is not None and now >= t.resend_at:
                 self._send_decision(t, [p for p in t.participants if p not in t.acks], now, acts)
         for txn_id, r in list(self.reads.items()):
-            if now < r.deadline and now >= r.resend_at and r.query.isolation == "serializable":
+            if now < r.deadline and now >= r.resend_at and r.query.isolation != "read_committed":
                 # an engine that restarted lost the read it held for a batch: ask again
                 r.resend_at = now + self.resend_s
                 self._ask(txn_id, r, [p for p in r.partitions if p not in r.rows], acts)
@@ -409,6 +410,7 @@ class Coordinator:
         else:
             parts = list(range(self.partitions))
         r = _Read(req.request_id, req.reply_to, parts, deadline, q, resend_at=now + self.resend_s)
+        r.newest = q.isolation == "serializable"
         self.reads[txn_id] = r
         self._ask(txn_id, r, parts, acts)
 
@@ -424,8 +426,10 @@ class Coordinator:
         if r is None:
             return
         if not rep.ok and rep.reason == "too_old" and r.retries < MAX_CUT_RETRIES:
-            # that engine restarted past the cut: its rows as of now set a newer one
+            # that engine keeps no before-images back to the cut (it restarted, or began
+            # keeping them for this query): its rows as of now, and a cut no older
             r.retries += 1
+            r.newest, r.cut = True, None
             r.rows.pop(rep.partition, None)
             acts.requests.append(
                 (
@@ -471,25 +475,31 @@ class Coordinator:
                     "committed",
                     rows=body,
                     partitions=r.partitions,
-                    at=cut if r.query.isolation == "serializable" else None,
+                    at=cut if r.query.isolation != "read_committed" else None,
                 ),
             )
         )
 
     def _behind(self, txn_id: str, r: _Read, acts: Actions) -> bool:
-        """A serializable read whose engines answered as of different batches: the cut is
-        the newest of them, and the engines behind it are asked again, as of it (each
-        answers once it has run that batch). True while it waits for them."""
-        if r.query.isolation != "serializable":
+        """A cut read whose engines answered as of different batches of the spanning
+        stream. The cut is the oldest of them for snapshot (the engines ahead go back to
+        it: nothing waits, but a batch some engine had run may be missed), the newest for
+        serializable (the engines behind answer once they have run it: every batch run
+        anywhere when the query came is in). The engines not at the cut are asked again,
+        as of it. True while it waits for them."""
+        if r.query.isolation == "read_committed":
             return False
-        cut = max((a for a in r.at.values() if a is not None), default=None)
-        behind = [p for p, a in r.at.items() if a is not None and cut is not None and a < cut]
-        if not behind:
+        points = [a for a in r.at.values() if a is not None]
+        if not points:
+            return False  # no spanning stream: nothing to cut
+        cut = max(points) if r.newest else min(points)
+        again = [p for p, a in r.at.items() if a is not None and a != cut]
+        if not again:
             return False
         r.cut = cut
-        for p in behind:
+        for p in again:
             del r.rows[p], r.at[p]
-        self._ask(txn_id, r, behind, acts)
+        self._ask(txn_id, r, again, acts)
         return True
 
     # -- helpers -------------------------------------------------------------------------

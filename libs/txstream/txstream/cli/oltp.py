@@ -99,7 +99,8 @@ def query(
     where: list[str] = typer.Option([], help="a condition like balance<10 (repeatable)"),
     agg: list[str] = typer.Option([], help="count, or fn:field with fn sum|min|max (repeatable)"),
     isolation: str = typer.Option(
-        "snapshot", help="read_committed, snapshot, or serializable (one batch on every engine)"
+        "snapshot",
+        help="read_committed, snapshot or serializable (the last two: one batch on every engine)",
     ),
     timeout_s: float = typer.Option(10.0, help="give up after this"),
 ) -> None:

@@ -11,10 +11,11 @@ for anything else the last batch run before it, and going back to b undoes every
 tagged above b. Only the newest `LIMIT` before-images are kept: a point older than what
 they reach is refused, and the query tried again at a newer one.
 
-Keeping them costs a read per write, so an engine keeps them only while serializable
-queries come: the first one starts it (answered as of the engine's newest batch, which
-needs none, and every cut a later round asks for is at least that batch), and `KEEP_S`
-seconds without one stop it.
+Keeping them costs a read per write, so an engine keeps them only while cut queries
+(snapshot, serializable) come: the first one starts it (answered as of the engine's newest
+batch, which needs none), and `KEEP_S` seconds without one stop it. A later round of the
+same query asks for a batch at least as new as the oldest any engine answered with, which
+each engine answered after it had started keeping them; only a restart loses them.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ class History:
         self._before: deque[tuple[int, str, Key, Record | None]] = deque()
 
     def asked(self) -> None:
-        """A serializable query came: keep before-images from here on, for `KEEP_S` more."""
+        """A cut query came: keep before-images from here on, for `KEEP_S` more."""
         if not self.recording:
             self.recording, self.floor = True, self.point
         self._until = time.monotonic() + KEEP_S

@@ -276,15 +276,14 @@ class Participant:
                 return
             self.guard(q.table, key)
         history = self.engine.history
-        ahead = history is not None and q.at is not None and q.at > history.point
-        if q.isolation == "serializable" and ahead:
+        if history is not None and q.at is not None and q.at > history.point:
             self._park(req)  # answered once this engine has run batch `at`
             return
         self._answer(req)
 
     def serve(self, point: int) -> None:
         """The engine has run batch `point` of its spanning stream: answer the reads
-        waiting for it, as of it."""
+        waiting for it, as of it (only a serializable cut asks for a batch not run)."""
         if not self.parked:
             return
         waiting: deque[EngineRequest] = deque()
@@ -305,13 +304,13 @@ class Participant:
 
     def _answer(self, req: EngineRequest) -> None:
         """The rows a read asks for, replied with this group: the engine's current state,
-        or for a serializable read, its state right after batch `at` of the spanning
-        stream (the reply commits with this group, so it reports nothing a crash could
-        undo)."""
+        or for a cut (snapshot, serializable), its state right after batch `at` of the
+        spanning stream, or its newest batch, which it names (the reply commits with this
+        group, so it reports nothing a crash could undo)."""
         q = req.query
         assert q is not None
         ws, base = self.engine.group.ws, self.engine.base
-        history = self.engine.history if q.isolation == "serializable" else None
+        history = self.engine.history if q.isolation != "read_committed" else None
         try:
             key = None if q.key is None else key_of(q.key)
             if key is not None:

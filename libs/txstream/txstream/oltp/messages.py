@@ -73,8 +73,9 @@ def fragments_from_json(raw: Any) -> list[Fragment]:
     return out
 
 
-# What a query may see: each engine's committed rows; those plus a wait for prepared 2PC
-# transactions on them; and those as of one batch of the spanning stream on every engine.
+# What a query may see: each engine's committed rows as they stand; every engine as of one
+# batch of the spanning stream, the oldest any engine had run, once no prepared 2PC
+# transaction holds its rows; the same as of the newest batch any engine had run.
 ISOLATIONS = ("read_committed", "snapshot", "serializable")
 
 
@@ -85,7 +86,7 @@ class Query:
     key: str | None = None
     where: str = "[]"
     aggregates: str = "[]"
-    at: int | None = None  # serializable: the spanning batch to read as of
+    at: int | None = None  # a cut (snapshot, serializable): the spanning batch to read as of
 
 
 class WireDecodeError(ValueError):
@@ -140,7 +141,7 @@ class TxnResult(Message):
     results: str = "[]"
     rows: str = "[]"
     partitions: list[int] = field(default_factory=list)
-    at: int | None = None  # a serializable query's cut: the spanning batch it is as of
+    at: int | None = None  # a cut query's batch of the spanning stream (snapshot, serializable)
 
     @property
     def ok(self) -> bool:
@@ -191,7 +192,7 @@ class EngineReply(Message):
     request_id: str = ""
     reply_to: str = ""
     epoch: int = 0  # a vote: its prepare's epoch, which the decision must carry
-    at: int | None = None  # serializable rows: the spanning batch they are as of
+    at: int | None = None  # a cut read's rows: the spanning batch they are as of
 
 
 @dataclass(frozen=True)
