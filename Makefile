@@ -106,7 +106,7 @@ test: setup lint
 faults: setup
 	TXSTREAM_FAULTS=long $(BIN)/pytest -q -ra tests/faults tests/integration/test_etl_warehouse.py \
 	  tests/integration/test_security.py tests/integration/test_orders.py \
-	  tests/integration/test_cluster.py \
+	  tests/integration/test_cluster.py tests/integration/test_generic_warehouse.py \
 	  tests/property tests/simulation
 
 # Quix Streams, a peer in the leaderboard benchmark, pins confluent-kafka < 2.13: its own venv.
