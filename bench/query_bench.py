@@ -75,7 +75,7 @@ def measure(settings: Settings, args: argparse.Namespace) -> list[dict[str, Any]
                     off[level] += got != total
                     if at is not None and 0 < at < batches:
                         cuts.add(at)
-                done = run.watch.reached({"transfers": [batches] * args.partitions})
+                done = run.transfers_committed(batches)
     finally:
         run.stop(services)
         run.delete_topics()

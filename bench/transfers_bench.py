@@ -150,8 +150,14 @@ class TransfersRun:
         return len(batches)
 
     def wait_transfers(self, batches: int, services: list[Supervised]) -> None:
-        want = {"transfers": [batches] * self.args.partitions}
-        self.watch.wait(want, 1800, lambda: self.alive(services))
+        self.watch.wait(self._all(batches), 1800, lambda: self.alive(services))
+
+    def transfers_committed(self, batches: int) -> bool:
+        """Whether every partition has committed the first `batches` (without waiting)."""
+        return self.watch.reached(self._all(batches))
+
+    def _all(self, batches: int) -> dict[str, list[int]]:
+        return {"transfers": [batches] * self.args.partitions}
 
     @staticmethod
     def alive(services: list[Supervised]) -> bool:

@@ -31,7 +31,6 @@ class BackfillError(RuntimeError):
 @dataclass(frozen=True)
 class Backfilled:
     root: str  # where the rebuilt tables are now
-    kept: str | None  # where the replaced warehouse went, if one was replaced
     rows: dict[str, int]  # rows written per table
 
 
@@ -66,18 +65,16 @@ def backfill(
     writers = run(spark, copy, app, config, None, RunOptions(once=True))
     rows = {t: w.stats.rows[t] for w in writers for t in w.tables}
     if into is not None:
-        return Backfilled(target, None, rows)
+        return Backfilled(target, rows)
     live, kept = _local(app_root(settings, app)), _local(f"{base}/.replaced-{stamp}/{app}")
-    replaced = None
     if live.exists():
         kept.parent.mkdir(parents=True)
         os.replace(live, kept)
-        replaced = str(kept)
         say(f"the warehouse it replaces is kept in {kept}")
     live.parent.mkdir(parents=True, exist_ok=True)
     os.replace(_local(target), live)
     shutil.rmtree(_local(staging), ignore_errors=True)  # it held the copy alone
-    return Backfilled(str(live), replaced, rows)
+    return Backfilled(str(live), rows)
 
 
 def _local(uri: str) -> Path:

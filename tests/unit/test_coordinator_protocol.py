@@ -72,6 +72,16 @@ def ack(txn_id: str, part: int) -> EngineReply:
     return EngineReply(txn_id, part, "ack", True)
 
 
+def rows_at(part: int, at: int | None) -> EngineReply:
+    """Partition `part`'s one row (keyed by its number) of read 0.1, as of batch `at`."""
+    return EngineReply("0.1", part, "rows", True, rows=f"[[[{part}], {{}}]]", at=at)
+
+
+def read(q: Query) -> EngineRequest:
+    """The engine request of read 0.1 for `q`."""
+    return EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q)
+
+
 def test_single_partition_is_one_run_request_without_log() -> None:
     c = coordinator()
     a, b = key_on(1), key_on(1, 1)
@@ -353,7 +363,7 @@ def test_keyed_query_goes_to_the_owning_partition_only() -> None:
     k = key_on(2)
     q = Query("accounts", "read_committed", key_json((k,)))
     acts = c.request(query(q), now=1.0)
-    assert acts.requests == [(2, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q))]
+    assert acts.requests == [(2, read(q))]
     rows = f'[[[{k}], {{"balance": 7}}]]'
     done = c.reply(EngineReply("0.1", 2, "rows", True, rows=rows), 1.1)
     assert done.results == [
@@ -449,9 +459,7 @@ def test_serializable_scan_asks_the_engines_behind_again_as_of_the_newest_batch(
     assert not c.reply(EngineReply("0.1", 1, "rows", True, rows=rows % 99, at=37), 1.2)
     again = c.reply(EngineReply("0.1", 2, "rows", True, rows=rows % 99, at=39), 1.3)
     q40 = Query("accounts", "serializable", aggregates=q.aggregates, at=40)
-    assert again.requests == [
-        (p, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q40)) for p in (1, 2)
-    ]
+    assert again.requests == [(p, read(q40)) for p in (1, 2)]
     assert not again.results
     assert not c.reply(EngineReply("0.1", 2, "rows", True, rows=rows % 5, at=40), 1.4)
     done = c.reply(EngineReply("0.1", 1, "rows", True, rows=rows % 7, at=40), 1.5)
@@ -464,7 +472,7 @@ def test_read_committed_merges_rows_as_each_engine_answered() -> None:
     c = coordinator()
     c.request(query(Query("accounts", "read_committed")), now=1.0)
     for p, at in enumerate((40, 37, None)):
-        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=at), 1.1)
+        acts = c.reply(rows_at(p, at), 1.1)
     ((_, res),) = acts.results
     assert not acts.requests and res.at is None and len(res.table_rows()) == 3
 
@@ -474,13 +482,11 @@ def test_a_snapshot_cuts_at_the_oldest_batch_and_the_engines_ahead_go_back() -> 
     q = Query("accounts", "snapshot")
     c.request(query(q), now=1.0)
     for p, at in ((0, 40), (1, 37), (2, 39)):
-        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=at), 1.1)
+        acts = c.reply(rows_at(p, at), 1.1)
     q37 = Query("accounts", "snapshot", at=37)
-    assert acts.requests == [
-        (p, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q37)) for p in (0, 2)
-    ]
+    assert acts.requests == [(p, read(q37)) for p in (0, 2)]
     for p in (2, 0):
-        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=37), 1.2)
+        acts = c.reply(rows_at(p, 37), 1.2)
     ((_, res),) = acts.results
     assert (res.status, res.at, len(res.table_rows())) == ("committed", 37, 3)
 
@@ -497,18 +503,16 @@ def test_an_engine_past_the_cut_is_asked_for_its_newest_batch_which_moves_the_cu
     q = Query("accounts", "serializable")
     c.request(query(q), now=1.0)
     for p, at in ((0, 40), (1, 37), (2, 40)):
-        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=at), 1.1)
+        acts = c.reply(rows_at(p, at), 1.1)
     assert [p for p, _ in acts.requests] == [1]
     # partition 1 restarted past batch 40 and keeps no before-images from before it
     acts = c.reply(EngineReply("0.1", 1, "rows", False, "too_old", "batch 40 ..."), 1.2)
-    assert acts.requests == [(1, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q))]
-    acts = c.reply(EngineReply("0.1", 1, "rows", True, rows="[[[1], {}]]", at=45), 1.3)
+    assert acts.requests == [(1, read(q))]
+    acts = c.reply(rows_at(1, 45), 1.3)
     q45 = Query("accounts", "serializable", at=45)
-    assert sorted(acts.requests) == [
-        (p, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q45)) for p in (0, 2)
-    ]
+    assert sorted(acts.requests) == [(p, read(q45)) for p in (0, 2)]
     for p in (0, 2):
-        acts = c.reply(EngineReply("0.1", p, "rows", True, rows=f"[[[{p}], {{}}]]", at=45), 1.4)
+        acts = c.reply(rows_at(p, 45), 1.4)
     ((_, res),) = acts.results
     assert (res.status, res.at, len(res.table_rows())) == ("committed", 45, 3)
 
@@ -531,7 +535,7 @@ def test_engines_that_lost_a_held_read_are_asked_again_until_the_deadline() -> N
         c.reply(EngineReply("0.1", p, "rows", True, rows="[]", at=at), 1.1)
     assert not c.tick(2.9).requests
     q9 = Query("accounts", "serializable", at=9)
-    assert c.tick(3.0).requests == [(2, EngineRequest("0.1", 0, "read", "req-1", CLIENT, [], q9))]
+    assert c.tick(3.0).requests == [(2, read(q9))]
     assert not c.tick(4.0).requests  # not again before another resend_s
     assert c.tick(5.1).requests
     assert c.tick(11.0).results[0][1].reason == "timeout"

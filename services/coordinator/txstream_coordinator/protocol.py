@@ -100,7 +100,7 @@ class _Read:
     query: Query
     rows: dict[int, list[Any]] = field(default_factory=dict)
     at: dict[int, int | None] = field(default_factory=dict)  # each partition's point
-    cut: int | None = None  # serializable: the batch the partitions not in are asked for
+    cut: int | None = None  # a cut read: the batch the partitions not in are asked for
     retries: int = 0  # partitions asked again after a cut they could not go back to
     resend_at: float = 0.0
     newest: bool = False  # cut at the newest batch answered (serializable), else the oldest
@@ -431,14 +431,7 @@ class Coordinator:
             r.retries += 1
             r.newest, r.cut = True, None
             r.rows.pop(rep.partition, None)
-            acts.requests.append(
-                (
-                    rep.partition,
-                    EngineRequest(
-                        rep.txn_id, self.epoch, "read", r.request_id, r.reply_to, [], r.query
-                    ),
-                )
-            )
+            self._ask(rep.txn_id, r, [rep.partition], acts)
             return
         if not rep.ok:
             del self.reads[rep.txn_id]

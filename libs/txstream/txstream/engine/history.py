@@ -60,10 +60,10 @@ class History:
 
     def record(self, ws: WriteSet, parent: WriteSet, base: Base) -> None:
         """`ws` is about to merge into `parent`, the group's: keep what it overwrites."""
+        tag = self.point if self.running is None else self.running
         for table, rows in ws.tables.items():
             if table not in self._tables:
                 continue
-            tag = self.point if self.running is None else self.running
             for key in rows:
                 before = read(parent, base, table, key, _shared)
                 self._before.append((tag, table, key, before))
@@ -89,11 +89,6 @@ class History:
             else:
                 rows[k] = before
         return rows
-
-    def reset(self, point: int | None) -> None:
-        """The group was dropped: the before-images are of writes that never happened."""
-        self.point = self.floor = NONE if point is None else point
-        self._before.clear()
 
 
 def _shared(row: Record) -> Record:

@@ -36,7 +36,7 @@ from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.observability import metrics
-from txstream.oltp.messages import Decision, EngineRequest, Wire, WireDecodeError
+from txstream.oltp.messages import Decision, EngineRequest, Wire
 from txstream.recovery.changelog import restore
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.recovery.policy import RecoveryPolicy
@@ -295,13 +295,9 @@ class PartitionTask:
         decision): it changes nothing, and between two TEs the engine's state is always
         right after its last batch. Not ahead of an earlier request, though: that one's
         offset would be skipped. False if it must wait after all."""
-        if self._deferred_requests:
-            return False
-        try:
-            req = self.wire.decode(EngineRequest, value or b"")
-        except WireDecodeError:
-            return False  # dead-lettered in turn
-        return req.kind == "read" and self._oltp(self.topics.requests, offset, value)
+        return not self._deferred_requests and self._oltp(
+            self.topics.requests, offset, value, reads_only=True
+        )
 
     def _process(self, topic: str, offset: int, value: bytes | None, key: bytes | None) -> bool:
         """Process one record; False if it must wait (nothing applied): for a 2PC decision,
@@ -370,12 +366,13 @@ class PartitionTask:
             return
         self.engine.spans.receive(reads, source)
 
-    def _oltp(self, topic: str, offset: int, value: bytes | None) -> bool:
-        """A coordinator request or decision; one that cannot be decoded is moved past."""
+    def _oltp(self, topic: str, offset: int, value: bytes | None, reads_only: bool = False) -> bool:
+        """A coordinator request or decision; one that cannot be decoded is moved past.
+        False if it must wait (nothing applied); with `reads_only`, anything but a read."""
         try:
             if value is None:
                 raise ValueError("empty record value")
-            if not self._apply_oltp(topic, value):
+            if not self._apply_oltp(topic, value, reads_only):
                 return False
         except (ValueError, TypeError, EOFError, KeyError) as e:
             self.engine.reject(topic, (topic, self.partition, offset), "undecodable", str(e))
@@ -384,12 +381,14 @@ class PartitionTask:
         self.engine.set_position(topic, offset + 1)
         return True
 
-    def _apply_oltp(self, topic: str, value: bytes) -> bool:
+    def _apply_oltp(self, topic: str, value: bytes, reads_only: bool = False) -> bool:
         if topic == self.topics.decisions:
             self.engine.decide(self.wire.decode(Decision, value))
             return True
         req = self.wire.decode(EngineRequest, value)
-        if req.kind != "read" and self._spanning and self.engine.spans.holds(spanning=False):
+        if req.kind != "read" and (
+            reads_only or (self._spanning and self.engine.spans.holds(spanning=False))
+        ):
             return False  # it could write rows queued spanning batches have read
         return self.engine.request(req)
 
