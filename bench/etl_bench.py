@@ -1,6 +1,7 @@
 """Warehouse ETL freshness and throughput: Kafka commit to Delta visibility, live.
 
     .venv/bin/python bench/etl_bench.py --votes 20000 --rate 1000
+    .venv/bin/python bench/etl_bench.py --votes 8000 --rate 1000 --master spark://127.0.0.1:7077
 
 Runs the Leaderboard on a supervised worker while votes arrive at `--rate` batches/s, with the
 ETL (`txstream etl run`, Spark local mode) streaming the committed topics into a fresh
@@ -22,7 +23,7 @@ import time
 import uuid
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import date
+from datetime import date, datetime
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +68,23 @@ def caught_up(root: Path, accepted: int, since: int) -> bool:
     return len(votes) >= accepted and {v["etl_batch"] for v in votes} <= recorded
 
 
+def changelog_reached(root: Path, kafka_ts: datetime | None) -> bool:
+    """The changelog query landed a record committed at `kafka_ts` or later (any, if None)."""
+    marks = [c for c in rows(root / "etl_commits") if c["query"] == "changelog"]
+    return any(kafka_ts is None or c["last_kafka_ts"] >= kafka_ts for c in marks)
+
+
+def changelog_ages(root: Path, since: datetime) -> list[float]:
+    """Per changelog micro-batch holding records committed after `since`: the age of its
+    oldest record when the micro-batch was committed (every row of it was fresher)."""
+    marks = [c for c in rows(root / "etl_commits") if c["query"] == "changelog"]
+    return sorted(
+        (c["committed_at"] - c["first_kafka_ts"]).total_seconds()
+        for c in marks
+        if c["last_kafka_ts"] >= since
+    )
+
+
 class Producing:
     """Vote batches from the file, paced, in one Kafka transaction per 100 ms."""
 
@@ -105,6 +123,9 @@ def main(
     warmup: int = typer.Option(2000, help="vote batches sent first and not measured"),
     trigger_s: float = typer.Option(1.0, help="ETL micro-batch interval"),
     timeout_s: float = typer.Option(900, help="give up after this long"),
+    master: str = typer.Option(
+        "", help="Spark master URL (default: the spark_master setting, local[2])"
+    ),
 ) -> None:
     settings = Settings()
     # No removals: the measured votes all stay in the engine's votes table, to count them.
@@ -133,7 +154,11 @@ def main(
                 "--trigger-s", str(trigger_s)]  # fmt: skip
         etl = subprocess.Popen(
             argv,
-            env={**os.environ, "TXSTREAM_WAREHOUSE_URI": str(warehouse)},
+            env={
+                **os.environ,
+                "TXSTREAM_WAREHOUSE_URI": str(warehouse),
+                "TXSTREAM_SPARK_MASTER": master or settings.spark_master,
+            },
             stdout=log,
             stderr=subprocess.STDOUT,
         )
@@ -151,12 +176,15 @@ def main(
             first = producing.send(warmup, rate) + 1
             wait_for_batches(settings, commits_topic, {"votes": first - 1}, timeout_s, alive)
             wait("the warm-up", lambda: caught_up(root, 1, 0))
+            wait("the mirrors' warm-up", lambda: changelog_reached(root, None))
             print(f"ETL warm; producing {votes} batches at {rate}/s", file=sys.stderr)
             last = producing.send(votes, rate)
             wait_for_batches(settings, commits_topic, {"votes": last}, timeout_s, alive)
             worker.stop()
             accepted = accepted_between(settings, app, first, last)
             wait("the measured votes", lambda: caught_up(root, accepted, first - 1))
+            newest = max(v["committed_at"] for v in rows(root / "votes"))
+            wait("the mirrors", lambda: changelog_reached(root, newest))
         finally:
             worker.stop()
             etl.kill()
@@ -167,6 +195,7 @@ def main(
             if c["query"] == "streams"
         }
         landed = [v for v in rows(root / "votes") if v["batch_id"] >= first]
+        ages = changelog_ages(root, min(v["committed_at"] for v in landed))
     fresh = sorted((commits[v["etl_batch"]] - v["committed_at"]).total_seconds() for v in landed)
     micro_batches = sorted({v["etl_batch"] for v in landed})
     start = min(v["committed_at"] for v in landed)
@@ -177,8 +206,14 @@ def main(
     print(f"{len(landed)} votes in {len(micro_batches)} micro-batches over {span:.1f}s")
     print(f"freshness p50 {p50:.2f}s p99 {p99:.2f}s max {fresh[-1]:.2f}s")
     print(
-        f"| {date.today()} | {votes} at {rate}/s, trigger {trigger_s}s | {p50:.2f} | {p99:.2f} "
-        f"| {len(landed) / span:,.0f} | {machine_text(m)} |"
+        f"mirrors: {len(ages)} changelog micro-batches, oldest record's age at commit "
+        f"p50 {statistics.median(ages):.2f}s max {ages[-1]:.2f}s"
+    )
+    print(
+        f"| {date.today()} | {votes} at {rate}/s, trigger {trigger_s}s, "
+        f"{master or settings.spark_master} | {p50:.2f} | {p99:.2f} "
+        f"| {statistics.median(ages):.2f} / {ages[-1]:.2f} | {len(landed) / span:,.0f} "
+        f"| {len(micro_batches)} | {machine_text(m)} |"
     )
 
 

@@ -15,14 +15,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pyspark.sql import SparkSession
+from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
 from txstream.config import Settings
 from txstream.kafka.clients import SCRAM
+from txstream.state.keys import encode_key
 from txstream_etl.config import WarehouseConfig
 from txstream_etl.decode import decode_arrow
+from txstream_etl.plan import ChangelogSource
 from txstream_etl.tables import ETL_COMMITS_TABLE
 from txstream_etl.warehouse import Query, Warehouse
 from txstream_etl.writer import MicroBatchWriter
@@ -86,6 +88,19 @@ def kafka_options(settings: Settings) -> dict[str, str]:
     return options
 
 
+def mirrored(source: ChangelogSource) -> Column:
+    """Changelog records of the tables the warehouse mirrors, and those whose key names no
+    table (to be quarantined): the others, engine-internal state and tables the warehouse
+    leaves out (nine in ten of the Leaderboard's records), never reach Python's decoder."""
+    key = F.col("key")
+    named = F.substring(key, 1, 1) == F.lit(bytearray(encode_key(("",))[:1]))
+    wanted = [
+        F.substring(key, 1, len(prefix)) == F.lit(bytearray(prefix))
+        for prefix in (encode_key((table,)) for table in source.tables)
+    ]
+    return functools.reduce(lambda a, b: a | b, wanted, key.isNull() | ~named)
+
+
 def start_query(
     spark: SparkSession,
     settings: Settings,
@@ -111,6 +126,9 @@ def start_query(
         "key",
         "value",
     )
+    for topic, source in query.plan.sources.items():
+        if isinstance(source, ChangelogSource):
+            kafka = kafka.where((F.col("topic") != topic) | mirrored(source))
     decoded = kafka.mapInArrow(functools.partial(decode_arrow, query.plan), DECODED_DDL)
     stream = (
         decoded.writeStream.queryName(f"{app}:{query.name}")

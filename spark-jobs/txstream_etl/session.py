@@ -2,17 +2,20 @@
 
 The master URL and the jar directory are settings, so a cluster is configuration: Delta
 and the Kafka source come from `build/spark/jars` (`make spark-jars`, Maven), never from
-Ivy at run time. Local masters bind to 127.0.0.1 only.
+Ivy at run time; `spark.jars` ships them to a cluster's executors. A local master, or the
+native stack's cluster (`stack/spark.py`), has the driver bound to 127.0.0.1 only.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from urllib.parse import urlsplit
 
 from pyspark.sql import SparkSession
 
 from txstream.config import Settings
+from txstream_etl.pools import allocation_file
 
 
 class SparkSetupError(RuntimeError):
@@ -47,15 +50,19 @@ def spark_session(settings: Settings, name: str, ui: bool = False) -> SparkSessi
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.databricks.delta.snapshotPartitions", "2")
         .config("spark.sql.streaming.stopGracefullyOnShutdown", "true")
+        .config("spark.scheduler.mode", "FAIR")  # a pool per query: pools.py
+        .config("spark.scheduler.allocation.file", str(allocation_file(settings.home)))
     )
-    if settings.spark_master.startswith("local"):
-        builder = (
-            builder.config("spark.driver.host", "127.0.0.1")
-            .config("spark.driver.bindAddress", "127.0.0.1")
-            # File listing (VACUUM's above all) defaults to 10,000 tasks, sized for clusters:
-            # minutes per table on two cores.
-            .config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "4")
+    master = settings.spark_master
+    if master.startswith("local") or urlsplit(master).hostname in ("127.0.0.1", "localhost"):
+        # This machine's cluster (the native stack's) or none: executors reach the driver here.
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
         )
+    if master.startswith("local"):
+        # File listing (VACUUM's above all) defaults to 10,000 tasks, sized for clusters:
+        # minutes per table on two cores.
+        builder = builder.config("spark.sql.sources.parallelPartitionDiscovery.parallelism", "4")
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark

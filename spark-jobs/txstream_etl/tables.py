@@ -23,6 +23,10 @@ from pyspark.sql.types import StructType
 TABLE_PROPERTIES = {
     "delta.deletedFileRetentionDuration": "interval 7 days",
     "delta.logRetentionDuration": "interval 30 days",
+    # A checkpoint is written in the commit that reaches the interval, 2-5 s on this machine
+    # against 0.3 s for a small append: at Delta's 10 it set the freshness p99 of tables
+    # committed every second. A running job reads new commits incrementally either way.
+    "delta.checkpointInterval": "100",
 }
 
 FACT_META = (

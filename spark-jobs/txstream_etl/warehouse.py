@@ -10,18 +10,18 @@ Two or three streaming queries per app:
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from pyspark.sql import Row, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 
 from txstream.kafka.topics import AppTopics
 from txstream_etl.config import Snapshot, SnapshotValue, WarehouseConfig, tables
 from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, StreamSource
+from txstream_etl.pools import pool_threads
 from txstream_etl.tables import (
     ETL_COMMITS_TABLE,
     QUARANTINE_TABLE,
@@ -33,7 +33,7 @@ from txstream_etl.tables import (
     register_views,
     table_path,
 )
-from txstream_etl.writer import txn_app_id
+from txstream_etl.writer import AfterBatch
 
 
 @dataclass(frozen=True)
@@ -99,21 +99,21 @@ class Warehouse:
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(lambda t: ensure_table(spark, self.root, t), wanted))
 
-    def after_batch(self) -> Callable[[SparkSession, int], None] | None:
-        """What runs after each changelog micro-batch: the snapshot, if there is one."""
+    def after_batch(self) -> AfterBatch | None:
+        """What is written after each changelog micro-batch: the snapshot, if there is one."""
         snapshot = self.config.snapshot
         if snapshot is None:
             return None
 
-        def take(spark: SparkSession, epoch: int) -> None:
-            self._snapshot(spark, snapshot, epoch)
+        def take(spark: SparkSession, epoch: int) -> DataFrame:
+            return self._snapshot(spark, snapshot, epoch)
 
-        return take
+        return AfterBatch(snapshot.table.name, take)
 
-    def _snapshot(self, spark: SparkSession, snapshot: Snapshot, epoch: int) -> None:
-        """Append the document as the Delta tables show it after this micro-batch."""
+    def _snapshot(self, spark: SparkSession, snapshot: Snapshot, epoch: int) -> DataFrame:
+        """The document as the Delta tables show it after this micro-batch."""
         register_views(spark, self.root, self.tables())
-        with ThreadPoolExecutor(max_workers=4) as pool:
+        with pool_threads(spark, 4) as pool:
             values = list(pool.map(lambda v: _value(spark, v), snapshot.values))
         doc = {v.name: value for v, value in zip(snapshot.values, values, strict=True)}
         row = {
@@ -122,14 +122,7 @@ class Warehouse:
             **{v.name: doc[v.name] for v in snapshot.values if v.column},
             "document": json.dumps(doc, sort_keys=True),
         }
-        (
-            spark.createDataFrame([row], snapshot.table.schema)
-            .write.format("delta")
-            .mode("append")
-            .option("txnAppId", txn_app_id(self.app, "changelog"))
-            .option("txnVersion", epoch)
-            .save(table_path(self.root, snapshot.table.name))
-        )
+        return spark.createDataFrame([row], snapshot.table.schema)
 
 
 def _value(spark: SparkSession, value: SnapshotValue) -> Any:

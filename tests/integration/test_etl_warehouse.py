@@ -15,7 +15,6 @@ markers exist for, and more votes.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import time
 import urllib.request
@@ -39,6 +38,7 @@ from tests.conftest import KafkaEnv, free_port
 from tests.faults.scale import LONG, scaled
 from tests.integration.leaderboard_driver import drive, load_inputs, new_app
 from tests.integration.panels import panel_exprs, panels_without_data, wait_until_serving
+from tests.integration.spark_jvms import gone, spark_jvms
 from tests.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
@@ -134,32 +134,6 @@ def poll(what: str, check: Callable[[], bool], deadline: float, alive: Callable[
             raise AssertionError(f"the ETL exited while waiting for {what}")
         time.sleep(0.3)
     raise AssertionError(f"timed out waiting for {what}")
-
-
-def spark_jvms(app: str) -> list[int]:
-    """Pids of the Spark JVMs of this app's ETL: pyspark passes the session's conf, with its
-    `spark.app.name`, on the JVM's command line."""
-    marker = f"spark.app.name=txstream-etl-{app}".encode()
-    out = []
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if marker in cmdline.read_bytes():
-                out.append(int(cmdline.parent.name))
-        except OSError:
-            continue
-    return out
-
-
-def gone(app: str, timeout_s: float) -> bool:
-    """Wait for the app's Spark JVMs to exit; SIGKILL (by pid) any left, and say so."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if not spark_jvms(app):
-            return True
-        time.sleep(0.2)
-    for pid in spark_jvms(app):  # found again by command line: never a reused pid
-        os.kill(pid, signal.SIGKILL)
-    return False
 
 
 @pytest.fixture(scope="module")

@@ -1,12 +1,16 @@
 """A warehouse from declarations alone: the sales app runs on the broker, `txstream describe
 --format warehouse` writes its file, and `txstream etl run --once` (Spark, Delta) loads it,
 with no code of the app in the job: the mirrors equal the engines' committed tables, and
-the facts hold every committed output tuple once."""
+the facts hold every committed output tuple once. It loads on the native stack's Spark
+standalone cluster (a master and two workers); local mode is the Leaderboard ETL test's."""
 
 from __future__ import annotations
 
 import os
+import random
 import subprocess
+import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -14,15 +18,19 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from deltalake import DeltaTable, QueryBuilder
+from deltalake.exceptions import TableNotFoundError
 
 from orders.sales import reference
 from orders.sales_run import SalesRun, sales_events
-from tests.conftest import KafkaEnv
+from tests.conftest import KafkaEnv, free_port
 from tests.faults.killer import kill_leftovers
 from tests.faults.scale import LONG
-from txstream.config import project_root
+from tests.integration.spark_jvms import gone
+from txstream.config import Settings, project_root
 from txstream.kafka.routing import partition_of
 from txstream.model.declarations import Record
+from txstream.stack.spark import SparkMaster, SparkWorker, master_state
+from txstream.stack.stack import Stack
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 PARTITIONS = 2
@@ -80,11 +88,43 @@ def sales(kafka: KafkaEnv, tmp_path: Path) -> Loaded:
     return Loaded(run.app.name, config, env, events, totals, customers, items)
 
 
+@pytest.fixture
+def spark_cluster(kafka: KafkaEnv, tmp_path: Path) -> Iterator[Settings]:
+    """A master and two workers of one core each, in their own home, stopped by pid."""
+    settings = kafka.settings.model_copy(
+        update={"home": tmp_path / "spark-home", "spark_workers": 2,
+                "spark_master_port": free_port(), "spark_ui_port": free_port()}
+    )  # fmt: skip
+    stack = Stack(settings)
+    cluster: list[SparkMaster | SparkWorker] = [stack.spark_master, *stack.spark_workers]
+    started: list[SparkMaster | SparkWorker] = []
+    try:
+        for component in cluster:
+            component.start()
+            started.append(component)
+        yield settings
+    finally:
+        for component in reversed(started):
+            component.process.stop()
+
+
 @pytest.mark.timeout(600)
-def test_the_etl_loads_an_app_from_its_declarations(kafka: KafkaEnv, tmp_path: Path) -> None:
+def test_the_etl_loads_an_app_from_its_declarations_on_a_spark_cluster(
+    kafka: KafkaEnv, tmp_path: Path, spark_cluster: Settings
+) -> None:
     s = sales(kafka, tmp_path)
+    master = SparkMaster(spark_cluster)
+    s.env["TXSTREAM_SPARK_MASTER"] = master.url
     s.etl("run", "--once", "--no-metrics")
-    root = tmp_path / "wh" / s.app
+    state = master_state(spark_cluster)
+    assert state is not None and len(state["workers"]) == 2
+    ran = [a for a in state["completedapps"] if a["name"] == f"txstream-etl-{s.app}"]
+    assert ran and ran[0]["cores"] >= 1, state["completedapps"]
+    assert_loaded(tmp_path / "wh" / s.app, s)
+
+
+def assert_loaded(root: Path, s: Loaded) -> None:
+    """Mirrors equal to the engines' tables, every output tuple and event in its fact once."""
     item_sales = {r["item"]: (r["orders"], r["units"]) for r in rows(root, "item_sales")}
     assert item_sales == s.items
     assert {r["customer"]: (r["orders"], r["units"]) for r in rows(root, "customer_sales")} == (
@@ -95,6 +135,63 @@ def test_the_etl_loads_an_app_from_its_declarations(kafka: KafkaEnv, tmp_path: P
     landed = sorted((r["tuple_seq"], r["item"], r["orders"]) for r in rows(root, "item_totals"))
     assert landed == sorted((t["seq"], t["item"], t["orders"]) for t in s.totals)  # renamed
     assert len(rows(root, "sales_events")) == len(s.events)
+
+
+@pytest.mark.skipif(not LONG, reason="four Spark runs (~4 min): runs in make faults")
+@pytest.mark.timeout(1200)
+def test_the_etl_sigkilled_three_times_loads_every_row_once(
+    kafka: KafkaEnv, tmp_path: Path
+) -> None:
+    """The ETL's driver SIGKILLed (by pid) three times once it recorded one more micro-batch
+    of 5 records: twice right after the next micro-batch's first table commit (its other
+    tables and its record not yet written, the window the re-run check is for), once at a
+    random moment; then run to the end: every table as if it had never been killed."""
+    s = sales(kafka, tmp_path)
+    root = tmp_path / "wh" / s.app
+    pace = random.Random(22)
+    argv = [TXSTREAM, "etl", "run", "--app", s.app, "--config", str(s.config), "--no-metrics",
+            "--trigger-s", "0.5", "--max-batches-per-trigger", "5"]  # fmt: skip
+    deadline = time.monotonic() + 900
+    for n in range(3):
+        before = micro_batches(root)
+        with (tmp_path / f"etl-{n}.log").open("wb") as log:
+            proc = subprocess.Popen(argv, env=s.env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            until(proc, deadline, lambda: micro_batches(root), above=before)
+            if n == 1:
+                time.sleep(pace.uniform(0.0, 3.0))
+            else:
+                until(proc, deadline, lambda: data_commits(root), above=data_commits(root))
+        finally:
+            proc.kill()
+            proc.wait(30)
+        assert gone(s.app, 60), "Spark outlived its SIGKILLed driver"
+    assert micro_batches(root) >= 3
+    s.etl("run", "--once", "--no-metrics")
+    assert_loaded(root, s)
+
+
+def until(
+    proc: subprocess.Popen[bytes], deadline: float, count: Callable[[], int], above: int
+) -> None:
+    """Poll until `count` passes `above`, while the ETL runs and before the deadline."""
+    while count() <= above:
+        assert proc.poll() is None, f"the ETL exited early: {proc.args!r}"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def data_commits(root: Path) -> int:
+    """Delta commits of the app's tables so far (not the micro-batch records)."""
+    tables = [p for p in root.iterdir() if not p.name.startswith("_") and p.name != "etl_commits"]
+    return sum(DeltaTable(str(p)).version() for p in tables)
+
+
+def micro_batches(root: Path) -> int:
+    try:
+        return len(rows(root, "etl_commits"))
+    except TableNotFoundError:
+        return 0
 
 
 @pytest.mark.skipif(not LONG, reason="two Spark runs (~3 min): runs in make faults")

@@ -43,6 +43,12 @@ def processes_of(home: str) -> list[int]:
 
 
 def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> None:
+    """With a Spark standalone cluster of two workers too."""
+    stack_env = stack_env | {
+        "TXSTREAM_SPARK_WORKERS": "2",
+        "TXSTREAM_SPARK_MASTER_PORT": str(free_port()),
+        "TXSTREAM_SPARK_UI_PORT": str(free_port()),
+    }
     home = stack_env["TXSTREAM_HOME"]
     pidfile = Path(home) / "run" / "kafka.pid"
     try:
@@ -54,6 +60,10 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
         assert is_alive(prometheus)
         registry = int((Path(home) / "run" / "registry.pid").read_text())
         assert is_alive(registry)
+        spark = [int((Path(home) / "run" / f"{name}.pid").read_text())
+                 for name in ("spark-master", "spark-worker-1", "spark-worker-2")]  # fmt: skip
+        assert all(is_alive(p) for p in spark)
+        assert f"spark://127.0.0.1:{stack_env['TXSTREAM_SPARK_MASTER_PORT']}" in up.stdout
 
         status = run(["make", "--no-print-directory", "status"], stack_env)
         assert status.returncode == 0, status.stdout
@@ -62,10 +72,14 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
         port = stack_env["TXSTREAM_PROMETHEUS_PORT"]
         assert f"http://127.0.0.1:{port} (answering)" in status.stdout
         assert f"{stack_env['TXSTREAM_SCHEMA_REGISTRY_URL']} (answering)" in status.stdout
+        for name in ("spark-master", "spark-worker-1", "spark-worker-2"):
+            assert name in status.stdout
+        assert status.stdout.count("(answering)") >= 6, status.stdout
 
         down = run(["make", "--no-print-directory", "down"], stack_env)
         assert down.returncode == 0, down.stdout + down.stderr
         assert not is_alive(pid) and not is_alive(prometheus) and not is_alive(registry)
+        assert not any(is_alive(p) for p in spark)
         assert not pidfile.exists()
         assert processes_of(home) == []
     finally:

@@ -243,3 +243,25 @@ def test_grafana_has_no_default_admin_password() -> None:
     assert "GRAFANA_ADMIN_PASSWORD" in refused.stderr
     grafana = load_yaml(compose("config").stdout)["services"]["grafana"]
     assert grafana["environment"]["GF_SECURITY_ADMIN_PASSWORD"] == "a-test-password"
+
+
+def test_the_spark_cluster_is_the_native_stacks_and_opt_in() -> None:
+    """A master and two one-core workers, from the ETL's image, behind a profile; the ETL
+    stays in local mode unless TXSTREAM_SPARK_MASTER names the cluster."""
+    svcs = services()
+    image = svcs["spark"]["image"]
+    assert "build" in svcs["spark"] and image
+    master = svcs["spark-master"]
+    assert master["image"] == image and master["profiles"] == ["spark-cluster"]
+    assert "org.apache.spark.deploy.master.Master" in master["command"]
+    workers = [n for n in svcs if n.startswith("spark-worker-")]
+    assert len(workers) == 2
+    for name in workers:
+        worker = svcs[name]
+        assert worker["image"] == image and worker["profiles"] == ["spark-cluster"]
+        command = worker["command"]
+        assert command[-1] == "spark://spark-master:7077", name
+        assert command[command.index("--cores") + 1] == str(Settings().spark_worker_cores)
+        assert command[command.index("--memory") + 1] == Settings().spark_worker_memory
+        assert mounts(worker)["/warehouse"] == mounts(svcs["spark"])["/warehouse"], name
+    assert svcs["spark"]["environment"]["TXSTREAM_SPARK_MASTER"] == Settings().spark_master

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -49,3 +52,16 @@ def test_a_three_broker_cluster_lists_every_node_and_replicates_three_ways() -> 
 def test_overlapping_cluster_ports_are_named() -> None:
     with pytest.raises(ValidationError, match="overlap; set TXSTREAM_KAFKA_CONTROLLER_PORT"):
         Settings(kafka_brokers=3, kafka_port=19092, kafka_controller_port=19093)
+
+
+def test_the_command_names_a_bad_setting_in_a_line_not_a_traceback(tmp_path: Path) -> None:
+    """It printed pydantic's traceback and exited 1."""
+    txstream = Path(sys.executable).with_name("txstream")
+    env = {**os.environ, "TXSTREAM_HOME": str(tmp_path), "TXSTREAM_SPARK_WORKERS": "-1"}
+    done = subprocess.run(
+        [str(txstream), "stack", "status"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.startswith("error: setting spark_workers (TXSTREAM_"), done.stderr
+    assert "'-1'" in done.stderr

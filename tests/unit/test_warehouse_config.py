@@ -87,7 +87,7 @@ def test_a_snapshot_reads_only_the_tables_this_run_writes() -> None:
     take = warehouse.after_batch()
     assert take is not None
     with patch.object(StructType, "fromDDL", return_value=StructType([])):  # needs no session
-        take(spark, 1)
+        take.rows(spark, 1)
     loaded = {c.args[0] for c in spark.read.format.return_value.load.call_args_list}
     assert "/warehouse/lb/contestants" in loaded
     assert "/warehouse/lb/ingested_votes" not in loaded

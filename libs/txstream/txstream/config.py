@@ -102,6 +102,13 @@ class Settings(BaseSettings):
     # Unset URIs default to `<home>/warehouse` and `<warehouse>/<app>/_checkpoints`: the
     # checkpoints must live and die with the tables (exactly-once needs both).
     spark_master: str = "local[2]"
+    # `txstream stack up` starts a standalone cluster of this many workers (0: none); the ETL
+    # runs on it when spark_master is spark://127.0.0.1:<spark_master_port>.
+    spark_workers: int = Field(default=0, ge=0, le=16)
+    spark_worker_cores: int = Field(default=1, ge=1)
+    spark_worker_memory: str = "2g"
+    spark_master_port: int = 7077
+    spark_ui_port: int = 8090  # the master's web UI; worker i's is this + i
     spark_jars: Path = project_root() / "build" / "spark" / "jars"
     warehouse_uri: str | None = None
     checkpoint_uri: str | None = None

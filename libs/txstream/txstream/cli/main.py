@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import sys
 from importlib.metadata import entry_points
+from typing import Any
 
 import typer
+from pydantic import ValidationError
 
 from txstream.cli import (
     acl,
@@ -18,8 +21,30 @@ from txstream.cli import (
     top,
     topics,
 )
+from txstream.config import Settings
 
-app = typer.Typer(
+
+class _Txstream(typer.Typer):
+    """The command, with bad settings told in a line each rather than a traceback."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValidationError as e:
+            if e.title != Settings.__name__:
+                raise
+            for error in e.errors():
+                name = ".".join(str(part) for part in error["loc"])
+                given = error.get("input")
+                print(
+                    f"error: setting {name} (TXSTREAM_{name.upper()} or the settings file): "
+                    f"{error['msg']}, got {given!r}",
+                    file=sys.stderr,
+                )
+            sys.exit(2)
+
+
+app = _Txstream(
     name="txstream",
     help="Transactional stream processing on Kafka.",
     no_args_is_help=True,

@@ -1,4 +1,5 @@
-"""`up`, `down` and `status` over every component of the native stack: Kafka and Prometheus.
+"""`up`, `down` and `status` over every component of the native stack: Kafka, the schema
+registry, Prometheus, and a Spark standalone cluster when `spark_workers` asks for one.
 
 `up` is idempotent: a live component is left alone, and a stale pidfile left by a SIGKILL is
 reported, cleared, and the component is started again. Commands that only need a broker
@@ -20,6 +21,7 @@ from txstream.stack.cluster import KafkaCluster
 from txstream.stack.process import ManagedProcess, needs_start
 from txstream.stack.prometheus import PrometheusServer
 from txstream.stack.registry import RegistryServer
+from txstream.stack.spark import SparkMaster, SparkWorker
 
 
 class State(StrEnum):
@@ -58,6 +60,18 @@ class Stack:
         self.cluster = KafkaCluster(settings)
         self.prometheus = PrometheusServer(settings)
         self.registry = RegistryServer(settings)
+        self.spark_master = SparkMaster(settings)
+        self.spark_workers = [SparkWorker(settings, i + 1) for i in range(settings.spark_workers)]
+
+    def _spark(self) -> list[tuple[str, Component, str]]:
+        if not self.spark_workers:
+            return []
+        master: tuple[str, Component, str] = (
+            "spark-master",
+            self.spark_master,
+            self.spark_master.url,
+        )
+        return [master, *[(w.name, w, w.ui) for w in self.spark_workers]]
 
     def _components(self) -> list[tuple[str, Component, str]]:
         brokers: list[tuple[str, Component, str]] = [
@@ -66,7 +80,8 @@ class Stack:
         registry: list[tuple[str, Component, str]] = (
             [("registry", self.registry, self.registry.url)] if self._runs_registry() else []
         )
-        return [*brokers, *registry, ("prometheus", self.prometheus, self.prometheus.url)]
+        prometheus = ("prometheus", self.prometheus, self.prometheus.url)
+        return [*brokers, *registry, prometheus, *self._spark()]
 
     def _runs_registry(self) -> bool:
         return self.registry.local and self.settings.kafka_security == "plaintext"
@@ -83,6 +98,10 @@ class Stack:
         else:
             report("registry: not started on a secured stack (it has no principal of its own yet)")
         _start("prometheus", self.prometheus, self.prometheus.url, report)
+        for name, component, where in self._spark():
+            _start(name, component, where, report)
+        if self.spark_workers:
+            report(f"spark: run the ETL on it with TXSTREAM_SPARK_MASTER={self.spark_master.url}")
 
     def up_kafka(self, report: Report) -> None:
         if self.settings.kafka_bootstrap:
@@ -95,6 +114,15 @@ class Stack:
         self.cluster.start(report)
 
     def down(self, report: Report) -> None:
+        # Workers a larger spark_workers started earlier are stopped too: by their pidfiles.
+        workers = sorted(self.settings.run_dir.glob("spark-worker-*.pid"))
+        for pidfile in workers:
+            index = int(pidfile.stem.rsplit("-", 1)[1])
+            stopped = SparkWorker(self.settings, index).process.stop()
+            report(f"{pidfile.stem}: stopped" if stopped else f"{pidfile.stem}: not running")
+        if self.spark_master.process.pidfile.exists():
+            stopped = self.spark_master.process.stop()
+            report("spark-master: stopped" if stopped else "spark-master: not running")
         stopped = self.prometheus.process.stop()
         report("prometheus: stopped" if stopped else "prometheus: not running")
         stopped = self.registry.process.stop()
