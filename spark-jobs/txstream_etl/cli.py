@@ -166,6 +166,31 @@ def maintain(
         console.print(f"{table}: {rows} rows")
 
 
+@app.command()
+def epoch(
+    app_name: str = typer.Option(..., "--app", help="the app whose warehouse to read"),
+    query: str = typer.Option("changelog", help="streams, changelog or ingest"),
+    etl_batch: int = typer.Option(-1, help="the query's micro-batch; default: its newest"),
+) -> None:
+    """Print the Delta version of each of the query's tables as of one of its micro-batches,
+    and Spark SQL views of them at those versions: tables read together, consistently."""
+    from txstream_etl.epochs import NoSuchEpoch, sql_at
+    from txstream_etl.epochs import epoch as find_epoch
+    from txstream_etl.job import app_root
+
+    settings = Settings()
+    root = app_root(settings, resolve_app(settings, app_name))
+    try:
+        at = find_epoch(root, query, None if etl_batch < 0 else etl_batch)
+    except (NoSuchEpoch, OSError) as e:
+        console.print(f"[red]error:[/red] {e}")
+        raise typer.Exit(2) from None
+    console.print(f"{query} micro-batch {at.etl_batch}:")
+    for name, version in sorted(at.versions.items()):
+        console.print(f"  {name} version {version}")
+    print(sql_at(root, query, at.etl_batch))
+
+
 def main() -> None:
     """`spark-submit spark-jobs/etl.py run --app NAME`: the same commands."""
     app()

@@ -41,7 +41,7 @@ QUARANTINE = (
 )
 ETL_COMMITS = (
     "query STRING, etl_batch BIGINT, committed_at TIMESTAMP, rows BIGINT, quarantined BIGINT, "
-    "first_kafka_ts TIMESTAMP, last_kafka_ts TIMESTAMP"
+    "first_kafka_ts TIMESTAMP, last_kafka_ts TIMESTAMP, versions MAP<STRING, BIGINT>"
 )
 
 
@@ -92,6 +92,7 @@ Table = FactTable | MirrorTable | SystemTable
 
 QUARANTINE_TABLE = SystemTable("quarantine", QUARANTINE, ("target_table",))
 ETL_COMMITS_TABLE = SystemTable("etl_commits", ETL_COMMITS)
+SHARED = (QUARANTINE_TABLE, ETL_COMMITS_TABLE)  # written by every query of the app
 
 
 def table_path(root: str, table: str) -> str:

@@ -22,6 +22,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import Any
 
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
@@ -33,6 +34,7 @@ from txstream_etl.pools import join_pool, pool_threads
 from txstream_etl.tables import (
     ETL_COMMITS_TABLE,
     QUARANTINE_TABLE,
+    SHARED,
     FactTable,
     MirrorTable,
     table_path,
@@ -57,10 +59,26 @@ def batch_mark(app: str, query: str, epoch: int) -> str:
     return f"txstream-etl:{app}:{query}:{epoch}"
 
 
-def holds(spark: SparkSession, path: str, mark: str) -> bool:
-    """Whether one of the table's recent commits carries the mark."""
-    history = DeltaTable.forPath(spark, path).history(HISTORY_DEPTH).select("userMetadata")
-    return any(r["userMetadata"] == mark for r in history.collect())
+@dataclass(frozen=True)
+class Recent:
+    """A table's newest version, and the marks of its recent commits."""
+
+    version: int
+    marks: frozenset[str]
+
+
+def recent(spark: SparkSession, path: str) -> Recent:
+    history = DeltaTable.forPath(spark, path).history(HISTORY_DEPTH)
+    commits = history.select("version", "userMetadata").collect()
+    return Recent(max(r["version"] for r in commits), frozenset(r["userMetadata"] for r in commits))
+
+
+def version_now(spark: SparkSession, path: str) -> int:
+    """The version this driver's Delta log holds for the table: the one its last commit made
+    (read in memory, without listing or a job, unlike `history`)."""
+    jvm: Any = spark.sparkContext._jvm
+    delta_log = jvm.org.apache.spark.sql.delta.DeltaLog.forTable(spark._jsparkSession, path)
+    return int(delta_log.unsafeVolatileSnapshot().version())
 
 
 @dataclass
@@ -91,6 +109,7 @@ class MicroBatchWriter:
         self.stats = BatchStats()
         self.resumed = False  # whether this run's first micro-batch was looked up
         self.held: dict[int, set[str]] = {}  # that micro-batch: the tables that hold it already
+        self.versions: dict[str, int] = {}  # own table -> its Delta version after the last batch
 
     def __call__(self, df: DataFrame, epoch: int) -> None:
         spark = df.sparkSession
@@ -103,16 +122,20 @@ class MicroBatchWriter:
         finally:
             df.unpersist()
 
+    def _own(self) -> list[str]:
+        """The tables only this query writes: their versions make its epochs."""
+        return [*self.tables, *([self.after.table] if self.after is not None else [])]
+
     def _resume(self, spark: SparkSession, epoch: int) -> None:
         """Which tables hold the run's first micro-batch: Spark re-runs one it never marked
         done, and a kill may have come after some of its table commits."""
         self.resumed = True
-        names = [*self.tables, QUARANTINE_TABLE.name, ETL_COMMITS_TABLE.name]
-        if self.after is not None:
-            names.append(self.after.table)
         mark = batch_mark(self.app, self.query, epoch)
-        held = {n for n in names if holds(spark, table_path(self.root, n), mark)}
+        tables = {n: recent(spark, table_path(self.root, n)) for n in self._own()}
+        tables |= {t.name: recent(spark, table_path(self.root, t.name)) for t in SHARED}
+        held = {n for n, r in tables.items() if mark in r.marks}
         self.held = {epoch: held}
+        self.versions = {n: tables[n].version for n in self._own()}
         if held:
             log.warning(
                 "%s micro-batch %d is a re-run: %s hold it already",
@@ -147,9 +170,8 @@ class MicroBatchWriter:
         if self.after is not None and landed:
             self._append(self.after.rows(spark, epoch), self.after.table, epoch)
         done = time.time()
-        self._append(
-            _commit_row(spark, self.query, counts, epoch, done), ETL_COMMITS_TABLE.name, epoch
-        )
+        row = _commit_row(spark, self.query, counts, epoch, done, self.versions)
+        self._append(row, ETL_COMMITS_TABLE.name, epoch)
         self._observe(counts, done)
         log.info(
             "%s micro-batch %d: %s in %.1fs",
@@ -162,12 +184,17 @@ class MicroBatchWriter:
     def _append(self, rows: DataFrame, table: str, epoch: int) -> None:
         if table in self.held.get(epoch, ()):
             return
+        path = table_path(self.root, table)
         (
             rows.write.format("delta")
             .mode("append")
             .option("userMetadata", batch_mark(self.app, self.query, epoch))
-            .save(table_path(self.root, table))
+            # etl_commits gained `versions`; a warehouse made before has the table without it.
+            .option("mergeSchema", str(table == ETL_COMMITS_TABLE.name).lower())
+            .save(path)
         )
+        if table in self.versions:
+            self.versions[table] = version_now(spark_of(rows), path)
         failpoints.hit("etl.after_table_commit")
 
     def _merge(self, spark: SparkSession, rows: DataFrame, table: MirrorTable, epoch: int) -> None:
@@ -199,6 +226,7 @@ class MicroBatchWriter:
         mark = batch_mark(self.app, self.query, epoch)
         spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", mark)
         merge.execute()
+        self.versions[table.name] = version_now(spark, table_path(self.root, table.name))
         failpoints.hit("etl.after_table_commit")
 
     def _observe(self, counts: list[Row], done: float) -> None:
@@ -294,8 +322,17 @@ def _quarantine_rows(rows: DataFrame, epoch: int) -> DataFrame:
     )
 
 
+def spark_of(df: DataFrame) -> SparkSession:
+    return df.sparkSession
+
+
 def _commit_row(
-    spark: SparkSession, query: str, counts: list[Row], epoch: int, done: float
+    spark: SparkSession,
+    query: str,
+    counts: list[Row],
+    epoch: int,
+    done: float,
+    versions: Mapping[str, int],
 ) -> DataFrame:
     landed = sum(int(c["count"]) for c in counts if c["reason"] is None)
     bad = sum(int(c["count"]) for c in counts if c["reason"] is not None)
@@ -308,5 +345,6 @@ def _commit_row(
         bad,
         datetime.fromtimestamp(min(stamps) / 1000, UTC),
         datetime.fromtimestamp(max(stamps) / 1000, UTC),
+        dict(versions),
     )
     return spark.createDataFrame([row], ETL_COMMITS_TABLE.schema)

@@ -15,7 +15,10 @@ markers exist for, and more votes.
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 import time
 import urllib.request
 import uuid
@@ -48,6 +51,7 @@ from txstream.runtime.task import PartitionTask
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.prometheus import PrometheusServer
+from txstream_etl.epochs import tables_at
 
 pytestmark = pytest.mark.integration
 
@@ -184,14 +188,17 @@ def etl_process(
 
 
 def done(root: Path, engine: EngineRun) -> bool:
+    """Everything landed, and the micro-batch of the last snapshot is recorded too."""
     snapshots = rows_or_empty(root, "leaderboard_snapshots")
+    newest = max(snapshots, key=lambda s: s["etl_batch"]) if snapshots else None
+    recorded = {(c["query"], c["etl_batch"]) for c in rows_or_empty(root, "etl_commits")}
     return (
         len(rows_or_empty(root, "votes")) >= engine.accepted
         and len(rows_or_empty(root, "ingested_votes")) >= 4
         and len(rows_or_empty(root, "quarantine")) >= sum(isinstance(e, str) for _, e in DIRTY) + 2
-        and bool(snapshots)
-        and json.loads(max(snapshots, key=lambda s: s["etl_batch"])["document"])
-        == result_document(engine.tables)
+        and newest is not None
+        and json.loads(newest["document"]) == result_document(engine.tables)
+        and ("changelog", newest["etl_batch"]) in recorded
     )
 
 
@@ -325,6 +332,42 @@ def test_latest_snapshot_is_the_engines_result(etl: EtlRun, engine: EngineRun) -
     assert [[b["contestant_number"], b["num_votes"]] for b in latest["top3"]] == doc["top3"]
     assert latest["accepted"] == doc["accepted"]
     assert len({s["etl_batch"] for s in snapshots}) == len(snapshots)
+
+
+def test_each_changelog_micro_batch_reads_as_its_snapshot_saw_it(
+    etl: EtlRun, engine: EngineRun
+) -> None:
+    """The mirrors read through `epochs.tables_at`, as of each micro-batch of the changelog,
+    are what the snapshot taken right after it read: the recorded versions are right."""
+    root = etl.warehouse / engine.app
+    snapshots = {s["etl_batch"]: json.loads(s["document"])
+                 for s in rows(root, "leaderboard_snapshots")}  # fmt: skip
+    batches = [c["etl_batch"] for c in rows(root, "etl_commits")
+               if c["query"] == "changelog" and c["etl_batch"] in snapshots]  # fmt: skip
+    assert batches
+    for batch in batches:
+        at, tables = tables_at(root, "changelog", batch)
+        assert set(at.versions) == {"contestants", "removals", "stats", "trending",
+                                    "leaderboard_snapshots"}  # fmt: skip
+        current = sorted(
+            (r["contestant_number"], r["num_votes"])
+            for r in tables["contestants"].to_pyarrow_table().to_pylist()
+            if r["is_current"]
+        )
+        seen = [(c["contestant_number"], c["num_votes"]) for c in snapshots[batch]["contestants"]]
+        assert current == seen, batch
+        removed = tables["removals"].to_pyarrow_table().num_rows
+        assert removed == len(snapshots[batch]["removed"]), batch
+    # The same from the command line: the newest micro-batch, and its SQL.
+    env = {**os.environ, "TXSTREAM_WAREHOUSE_URI": str(etl.warehouse)}
+    txstream = str(Path(sys.executable).with_name("txstream"))
+    told = subprocess.run([txstream, "etl", "epoch", "--app", engine.app], env=env,
+                          capture_output=True, text=True, timeout=120, check=False)  # fmt: skip
+    assert told.returncode == 0, told.stderr
+    at, _ = tables_at(root, "changelog")
+    assert f"changelog micro-batch {at.etl_batch}:" in told.stderr
+    version = at.versions["contestants"]
+    assert f"{root}/contestants` VERSION AS OF {version};" in told.stdout
 
 
 def test_dirty_input_normalized_and_bad_rows_quarantined(etl: EtlRun, engine: EngineRun) -> None:
