@@ -16,6 +16,7 @@ commits), and every in-doubt transaction is finished after a restart.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -75,6 +76,19 @@ def ack(txn_id: str, part: int) -> EngineReply:
 def rows_at(part: int, at: int | None) -> EngineReply:
     """Partition `part`'s one row (keyed by its number) of read 0.1, as of batch `at`."""
     return EngineReply("0.1", part, "rows", True, rows=f"[[[{part}], {{}}]]", at=at)
+
+
+def answered(
+    q: Query, ats: Sequence[int | None], timeout_ms: int = 1000
+) -> tuple[Coordinator, Actions]:
+    """A fresh coordinator asked `q`, and partition p answered its row as of batch `ats[p]`,
+    in partition order: the coordinator, and its actions on the last answer."""
+    c = coordinator()
+    c.request(query(q, timeout_ms), now=1.0)
+    acts = Actions()
+    for p, at in enumerate(ats):
+        acts = c.reply(rows_at(p, at), 1.1)
+    return c, acts
 
 
 def read(q: Query) -> EngineRequest:
@@ -469,20 +483,13 @@ def test_serializable_scan_asks_the_engines_behind_again_as_of_the_newest_batch(
 
 
 def test_read_committed_merges_rows_as_each_engine_answered() -> None:
-    c = coordinator()
-    c.request(query(Query("accounts", "read_committed")), now=1.0)
-    for p, at in enumerate((40, 37, None)):
-        acts = c.reply(rows_at(p, at), 1.1)
+    _, acts = answered(Query("accounts", "read_committed"), (40, 37, None))
     ((_, res),) = acts.results
     assert not acts.requests and res.at is None and len(res.table_rows()) == 3
 
 
 def test_a_snapshot_cuts_at_the_oldest_batch_and_the_engines_ahead_go_back() -> None:
-    c = coordinator()
-    q = Query("accounts", "snapshot")
-    c.request(query(q), now=1.0)
-    for p, at in ((0, 40), (1, 37), (2, 39)):
-        acts = c.reply(rows_at(p, at), 1.1)
+    c, acts = answered(Query("accounts", "snapshot"), (40, 37, 39))
     q37 = Query("accounts", "snapshot", at=37)
     assert acts.requests == [(p, read(q37)) for p in (0, 2)]
     for p in (2, 0):
@@ -499,11 +506,8 @@ def test_unknown_isolation_is_a_bad_request_naming_the_choices() -> None:
 
 
 def test_an_engine_past_the_cut_is_asked_for_its_newest_batch_which_moves_the_cut() -> None:
-    c = coordinator()
     q = Query("accounts", "serializable")
-    c.request(query(q), now=1.0)
-    for p, at in ((0, 40), (1, 37), (2, 40)):
-        acts = c.reply(rows_at(p, at), 1.1)
+    c, acts = answered(q, (40, 37, 40))
     assert [p for p, _ in acts.requests] == [1]
     # partition 1 restarted past batch 40 and keeps no before-images from before it
     acts = c.reply(EngineReply("0.1", 1, "rows", False, "too_old", "batch 40 ..."), 1.2)
@@ -529,10 +533,7 @@ def test_a_serializable_read_gives_up_after_three_restarts_past_the_cut() -> Non
 
 
 def test_engines_that_lost_a_held_read_are_asked_again_until_the_deadline() -> None:
-    c = coordinator()  # resend_s = 2
-    c.request(query(Query("accounts", "serializable"), timeout_ms=10_000), now=1.0)
-    for p, at in ((0, 9), (1, 9), (2, 4)):
-        c.reply(EngineReply("0.1", p, "rows", True, rows="[]", at=at), 1.1)
+    c, _ = answered(Query("accounts", "serializable"), (9, 9, 4), timeout_ms=10_000)  # resend 2 s
     assert not c.tick(2.9).requests
     q9 = Query("accounts", "serializable", at=9)
     assert c.tick(3.0).requests == [(2, read(q9))]
