@@ -167,7 +167,7 @@ class MicroBatchWriter:
         with pool_threads(spark, len(commits) or 1) as pool:
             for future in [pool.submit(commit) for commit in commits]:
                 future.result()
-        if self.after is not None and landed:
+        if self.after is not None and landed and not self._holds(self.after.table, epoch):
             self._append(self.after.rows(spark, epoch), self.after.table, epoch)
         done = time.time()
         row = _commit_row(spark, self.query, counts, epoch, done, self.versions)
@@ -181,8 +181,12 @@ class MicroBatchWriter:
             time.monotonic() - started,
         )
 
+    def _holds(self, table: str, epoch: int) -> bool:
+        """Whether the table holds this micro-batch already (a re-run's, committed before)."""
+        return table in self.held.get(epoch, ())
+
     def _append(self, rows: DataFrame, table: str, epoch: int) -> None:
-        if table in self.held.get(epoch, ()):
+        if self._holds(table, epoch):
             return
         path = table_path(self.root, table)
         (
@@ -194,11 +198,11 @@ class MicroBatchWriter:
             .save(path)
         )
         if table in self.versions:
-            self.versions[table] = version_now(spark_of(rows), path)
+            self.versions[table] = version_now(rows.sparkSession, path)
         failpoints.hit("etl.after_table_commit")
 
     def _merge(self, spark: SparkSession, rows: DataFrame, table: MirrorTable, epoch: int) -> None:
-        if table.name in self.held.get(epoch, ()):
+        if self._holds(table.name, epoch):
             return
         target = DeltaTable.forPath(spark, table_path(self.root, table.name)).alias("t")
         on = " AND ".join(f"t.{k} <=> s.{k}" for k in table.key)
@@ -320,10 +324,6 @@ def _quarantine_rows(rows: DataFrame, epoch: int) -> DataFrame:
         F.lit(epoch).cast("bigint").alias("etl_batch"),
         F.current_timestamp().alias("quarantined_at"),
     )
-
-
-def spark_of(df: DataFrame) -> SparkSession:
-    return df.sparkSession
 
 
 def _commit_row(

@@ -409,8 +409,8 @@ class Coordinator:
             parts = [partition_of(key_of(q.key), self.partitions)]
         else:
             parts = list(range(self.partitions))
-        r = _Read(req.request_id, req.reply_to, parts, deadline, q, resend_at=now + self.resend_s)
-        r.newest = q.isolation == "serializable"
+        r = _Read(req.request_id, req.reply_to, parts, deadline, q, resend_at=now + self.resend_s,
+                  newest=q.isolation == "serializable")  # fmt: skip
         self.reads[txn_id] = r
         self._ask(txn_id, r, parts, acts)
 
