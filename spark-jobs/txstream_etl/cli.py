@@ -12,6 +12,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from txstream.config import Settings
@@ -65,6 +66,7 @@ def run(
 ) -> None:  # fmt: skip
     """Stream the app's committed topics into Delta tables, exactly once."""
     from txstream.observability.targets import serve_metrics
+    from txstream_etl.evolution import SchemaEvolutionError
     from txstream_etl.job import RunOptions, app_root
     from txstream_etl.job import run as run_job
     from txstream_etl.session import spark_session
@@ -82,7 +84,11 @@ def run(
     spark = spark_session(settings, f"txstream-etl-{app_name}")
     console.print(f"ETL of {app_name} into {app_root(settings, app_name)}")
     try:
-        writers = run_job(spark, settings, app_name, warehouse, raw_topic or None, options)
+        try:
+            writers = run_job(spark, settings, app_name, warehouse, raw_topic or None, options)
+        except SchemaEvolutionError as e:
+            console.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
+            raise typer.Exit(2) from None
         board = None
         if warehouse.snapshot is not None and warehouse.snapshot.show:
             board = latest_snapshot(spark, app_root(settings, app_name), warehouse.snapshot)

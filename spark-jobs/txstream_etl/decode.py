@@ -54,6 +54,7 @@ class KafkaRecord:
     timestamp_ms: int
     key: bytes | None
     value: bytes | None
+    writer: str | None = None  # the writer schema's fingerprint (header), if the record has one
 
 
 @functools.cache
@@ -123,8 +124,9 @@ class Decoder:
         return self._out(rec, table, row=_json(clean), **meta)
 
     def _stream(self, source: StreamSource, rec: KafkaRecord) -> Iterator[dict[str, Any]]:
+        codec = _batch_codec(self.plan.schema_dir, source.schema)
         try:
-            batch = _batch_codec(self.plan.schema_dir, source.schema).decode(rec.value or b"")
+            batch = codec.decode(rec.value or b"", _writer(codec, source, rec))
         except BatchDecodeError as e:
             yield self._undecodable(rec, source.table, str(e))
             return
@@ -167,6 +169,31 @@ class Decoder:
         )
 
 
+class UnknownWriterSchema(RuntimeError):
+    """A record written with a schema this run was not given: fails the micro-batch (nothing
+    of it is written) rather than guess; a restart reads the schemas topic again."""
+
+
+@functools.cache
+def _codec_of(avsc: str) -> BatchCodec:
+    return BatchCodec(json.loads(avsc))
+
+
+def _writer(reader: BatchCodec, source: StreamSource, rec: KafkaRecord) -> BatchCodec | None:
+    """The codec of the schema the record was written with, None if it is the reader's own
+    (or the record names none: written before records carried it)."""
+    if rec.writer is None or rec.writer == reader.fingerprint:
+        return None
+    avsc = dict(source.writers).get(rec.writer)
+    if avsc is None:
+        raise UnknownWriterSchema(
+            f"{rec.topic} partition {rec.partition} offset {rec.offset} was written with tuple "
+            f"schema {rec.writer}, which the app's schemas topic did not hold when this ETL "
+            f"run started: restart it (a worker publishes its schemas as it starts)"
+        )
+    return _codec_of(avsc)
+
+
 def _named_key(target: StateTable, parts: tuple[Any, ...]) -> dict[str, Any]:
     names = target.key_columns
     if len(parts) > len(names):
@@ -191,6 +218,7 @@ def decode_arrow(plan: Plan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.R
     decoder = Decoder(plan)
     for batch in batches:
         cols = batch.to_pydict()
+        writers = cols.get("writer") or [None] * batch.num_rows
         out: list[dict[str, Any]] = []
         for i in range(batch.num_rows):
             rec = KafkaRecord(
@@ -200,6 +228,7 @@ def decode_arrow(plan: Plan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.R
                 cols["kafka_ts_ms"][i],
                 cols["key"][i],
                 cols["value"][i],
+                writers[i],
             )
             out.extend(decoder.decode(rec))
         yield pa.RecordBatch.from_pylist(out, schema=DECODED)

@@ -21,9 +21,13 @@ from pyspark.sql.streaming.query import StreamingQuery
 
 from txstream.config import Settings
 from txstream.kafka.clients import SCRAM
+from txstream.kafka.published_schemas import published
+from txstream.kafka.topics import AppTopics
+from txstream.schemas.codec import WRITER_HEADER
 from txstream.state.keys import encode_key
 from txstream_etl.config import WarehouseConfig
 from txstream_etl.decode import decode_arrow
+from txstream_etl.evolution import add_columns, additions, existing_schemas, stream_writers
 from txstream_etl.plan import ChangelogSource
 from txstream_etl.tables import ETL_COMMITS_TABLE
 from txstream_etl.warehouse import Query, Warehouse
@@ -115,6 +119,7 @@ def start_query(
         .option("subscribe", ",".join(query.plan.topics))
         .option("startingOffsets", "earliest")
         .option("kafka.isolation.level", "read_committed")
+        .option("includeHeaders", "true")
     )
     if options.max_batches_per_trigger and query.rate_limited:
         reader = reader.option("maxOffsetsPerTrigger", options.max_batches_per_trigger)
@@ -125,6 +130,9 @@ def start_query(
         F.unix_millis("timestamp").alias("kafka_ts_ms"),
         "key",
         "value",
+        F.get(F.filter("headers", lambda h: h["key"] == WRITER_HEADER), 0)["value"]
+        .cast("string")
+        .alias("writer"),
     )
     for topic, source in query.plan.sources.items():
         if isinstance(source, ChangelogSource):
@@ -153,7 +161,11 @@ def run(
 ) -> list[MicroBatchWriter]:
     """Run the app's queries: until caught up (`once`), else until one fails or stops."""
     root = app_root(settings, app)
-    warehouse = Warehouse(app, root, str(settings.schema_dir), config, raw_topic)
+    # Schema changes first: one the warehouse cannot follow stops the run before any write.
+    versions = published(settings, AppTopics(app))
+    writers = stream_writers(config, settings.schema_dir, versions)
+    warehouse = Warehouse(app, root, str(settings.schema_dir), config, raw_topic, writers)
+    added = additions(existing_schemas(spark, root, warehouse.tables()), warehouse.tables())
     for query in warehouse.queries():
         marks = f"{root}/{ETL_COMMITS_TABLE.name}"
         if exists(spark, checkpoint(settings, app, query.name)) and not exists(spark, marks):
@@ -162,11 +174,12 @@ def run(
                 f"{root} do not: delete the checkpoint too, or restore the tables"
             )
     warehouse.ensure(spark)
-    writers, queries = [], []
+    add_columns(spark, root, added)
+    batch_writers, queries = [], []
     for query in warehouse.queries():
         after = warehouse.after_batch() if query.snapshots else None
         writer = MicroBatchWriter(root, app, query.name, query.tables, after)
-        writers.append(writer)
+        batch_writers.append(writer)
         queries.append(start_query(spark, settings, app, query, writer, options))
     if on_start is not None:
         on_start(queries)
@@ -183,4 +196,4 @@ def run(
         error = q.exception()
         if error is not None:
             raise error
-    return writers
+    return batch_writers

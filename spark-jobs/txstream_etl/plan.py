@@ -20,6 +20,9 @@ class StreamSource:
     table: str
     rule: str  # a name in `rules.RULES`
     rename: tuple[tuple[str, str], ...] = ()  # field -> column
+    # Earlier versions of the tuple schema that records may carry (`evolution.py`):
+    # fingerprint -> `.avsc` JSON, each readable as the current one.
+    writers: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from pyspark.sql import functions as F
 
 from txstream.kafka.topics import AppTopics
 from txstream_etl.config import Snapshot, SnapshotValue, WarehouseConfig, tables
+from txstream_etl.evolution import Writers
 from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, StreamSource
 from txstream_etl.pools import pool_threads
 from txstream_etl.tables import (
@@ -49,9 +50,16 @@ class Query:
 
 class Warehouse:
     def __init__(
-        self, app: str, root: str, schema_dir: str, config: WarehouseConfig, raw_topic: str | None
+        self,
+        app: str,
+        root: str,
+        schema_dir: str,
+        config: WarehouseConfig,
+        raw_topic: str | None,
+        writers: Writers | None = None,
     ) -> None:
         self.app = app
+        self.writers = writers or {}  # stream -> earlier tuple schemas its records may carry
         self.root = root
         self.schema_dir = schema_dir
         self.config = config
@@ -63,7 +71,12 @@ class Warehouse:
         if config.facts:
             sources: dict[str, StreamSource | ChangelogSource | RawSource] = {
                 topics.stream(f.stream): StreamSource(
-                    f.stream, f.schema, f.table.name, f.rule, f.rename
+                    f.stream,
+                    f.schema,
+                    f.table.name,
+                    f.rule,
+                    f.rename,
+                    self.writers.get(f.stream, ()),
                 )
                 for f in config.facts
             }

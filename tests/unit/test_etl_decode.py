@@ -4,6 +4,7 @@ routed rows, and cleaning rules that quarantine with a reason."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -14,7 +15,7 @@ from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import encode_key
-from txstream_etl.decode import DECODED, Decoder, KafkaRecord, decode_arrow
+from txstream_etl.decode import DECODED, Decoder, KafkaRecord, UnknownWriterSchema, decode_arrow
 from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, StreamSource
 from txstream_etl.rules import Rejected, accepted_vote, contestant
 
@@ -134,3 +135,26 @@ def test_contestant_rule_rejects_blank_names_and_negative_counts() -> None:
         contestant({"contestant_number": 1, "contestant_name": " ", "num_votes": 0})
     with pytest.raises(Rejected, match="bad_num_votes"):
         contestant({"contestant_number": 1, "contestant_name": "A", "num_votes": -1})
+
+
+def test_a_record_is_read_with_the_schema_it_names_and_an_unknown_one_fails_the_batch() -> None:
+    """A record written while the stream's schema still had a field (dropped since) carries
+    that schema's fingerprint; read with it, the field is skipped. Read as the reader's own
+    layout it would not decode. A fingerprint the run was not given stops the batch."""
+    current = schema("leaderboard.AcceptedVote")
+    old = {k: v for k, v in current.items() if not k.startswith("__")}
+    old["fields"] = [*current["fields"], {"name": "channel", "type": "string"}]
+    written = BatchCodec(old)
+    data = written.encode("accepted_votes", 7, [{**VOTE, "channel": "sms"}])
+    source = PLAN.sources["app.accepted_votes"]
+    assert isinstance(source, StreamSource)
+    knowing = Plan(SCHEMAS, {"app.accepted_votes": replace(
+        source, writers=((written.fingerprint, json.dumps(old)),)
+    )})  # fmt: skip
+    rec = replace(record("app.accepted_votes", data), writer=written.fingerprint)
+    (out,) = Decoder(knowing).decode(rec)
+    assert (out["batch_id"], out["reason"], json.loads(out["row"])) == (7, None, VOTE)
+    (blind,) = decode(replace(rec, writer=None))  # no header: the reader's own layout
+    assert blind["reason"] == "undecodable"
+    with pytest.raises(UnknownWriterSchema, match=written.fingerprint):
+        decode(rec)

@@ -12,12 +12,15 @@ import typer
 from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.topics import ensure_app_topics
+from txstream.kafka.published_schemas import publish
+from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.model.app import load_app
 from txstream.model.declarations import RecoveryMode
 from txstream.observability.targets import serve_metrics
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.runtime.heap import freeze_startup_objects
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
 from txstream_worker.agents import faust_app
 from txstream_worker.slot import SlotHeld, WorkerSlot
 
@@ -86,6 +89,10 @@ def run(
         raise typer.Exit(2) from e
     settings = Settings().as_service("worker")
     ensure_app_topics(TopicAdmin(settings), application, settings.kafka_partitions)
+    registry = SchemaRegistry(settings.schema_dir)
+    streams = application.decl.streams.values()
+    publish(settings, AppTopics(application.name),
+            {s.name: BatchCodec(registry.get(s.schema)) for s in streams})  # fmt: skip
     try:
         slot = WorkerSlot.claim(settings.data_dir / "workers" / application.name,
                                 application.name, instance_id)  # fmt: skip

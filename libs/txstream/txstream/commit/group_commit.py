@@ -153,19 +153,20 @@ class GroupCommitter:
         self, group: Group, writes: Mapping[bytes, bytes | None], positions: Mapping[str, int]
     ) -> None:
         p = self.partition
-        outputs: dict[str, list[dict[str, Any]]] = {}
         sender = str(p).encode()
         for out in group.outputs:
+            codec = self.batch_codecs[out.stream]
             batch = out.record  # sealed as its TE ended, if the engine has a RecordLimit
             if batch is None:
-                batch = self.batch_codecs[out.stream].encode(out.stream, out.batch_id, out.tuples)
+                batch = codec.encode(out.stream, out.batch_id, out.tuples)
             if out.hop is None:
-                outputs.setdefault(out.stream, []).append({"value": batch})
+                # One produce each, not librdkafka's batch call, which drops headers: readers
+                # need the writer schema's (kafka/published_schemas.py).
+                send(self.producer, self.topics.stream(out.stream), batch, partition=p,
+                     headers=codec.headers)  # fmt: skip
             else:  # to the engine owning the tuples' new key, marked with who sent it
                 hop = self.topics.hop(out.hop)
                 send(self.producer, hop, batch, key=sender, partition=out.partition)
-        for stream, records in outputs.items():
-            send_many(self.producer, self.topics.stream(stream), records, p)
         if self.log_codec is None:
             # Only the last changelog record reports back: records of one partition land in
             # order, so its offset is the group's highest. A record that fails makes the

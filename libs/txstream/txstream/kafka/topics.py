@@ -28,6 +28,12 @@ class AppTopics:
         return f"{self.app}.cmdlog"
 
     @property
+    def schemas(self) -> str:
+        """Compacted, one partition: every tuple schema the engines wrote a stream with
+        (`kafka/published_schemas.py`), so readers resolve old records after a schema change."""
+        return f"{self.app}.schemas"
+
+    @property
     def aborts(self) -> str:
         return f"{self.app}.aborts"
 
@@ -113,6 +119,7 @@ def ensure_topics(
     }
     wanted[topics.changelog] = (partitions, compacted)
     wanted[topics.command_log] = (partitions, kept)
+    wanted[topics.schemas] = (1, compacted)
     wanted[topics.aborts] = (partitions, {})
     wanted[topics.commits] = (partitions, {})
     if exchange:

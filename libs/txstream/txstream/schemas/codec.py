@@ -8,11 +8,21 @@ from io import BytesIO
 from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
+from fastavro.schema import fingerprint, to_parsing_canonical_form
 from fastavro.types import Schema
 
 from txstream.schemas.envelope import envelope_schema
 from txstream.schemas.registry import SchemaError
 from txstream.schemas.validation import find_error
+
+# The Kafka header that names a record's writer schema (its tuple schema's fingerprint), so a
+# reader whose schema has moved on can still resolve old records against the one they had.
+WRITER_HEADER = "txstream.schema-fp"
+
+
+def schema_fingerprint(parsed: Schema) -> str:
+    """Avro's CRC-64-AVRO fingerprint of a parsed schema's canonical form, in hex."""
+    return str(fingerprint(to_parsing_canonical_form(parsed), "CRC-64-AVRO"))
 
 
 class BatchEncodeError(SchemaError):
@@ -41,6 +51,8 @@ class BatchCodec:
         self.schema = envelope_schema(tuple_schema)
         tuples = next(f for f in self.schema["fields"] if f["name"] == "tuples")
         self.tuple_name: str = tuples["type"]["items"]["name"]
+        self.fingerprint = schema_fingerprint(tuples["type"]["items"])
+        self.headers = [(WRITER_HEADER, self.fingerprint.encode())]
 
     def encode(self, stream: str, batch_id: int, tuples: Sequence[Mapping[str, Any]]) -> bytes:
         envelope = {"stream": stream, "batch_id": batch_id, "tuples": tuples}
@@ -54,10 +66,13 @@ class BatchCodec:
             ) from e
         return out.getvalue()
 
-    def decode(self, data: bytes) -> Batch:
+    def decode(self, data: bytes, writer: BatchCodec | None = None) -> Batch:
+        """The envelope in `data`, written with `writer`'s tuple schema (default: this
+        codec's), its tuples resolved to this codec's by Avro's rules."""
         buf = BytesIO(data)
+        written = self.schema if writer is None else writer.schema
         try:
-            record: Any = schemaless_reader(buf, self.schema, None)
+            record: Any = schemaless_reader(buf, written, self.schema if writer else None)
         except Exception as e:
             raise BatchDecodeError(
                 f"not a batch envelope of {self.tuple_name}: {type(e).__name__}: {e}"
