@@ -98,7 +98,9 @@ test: setup lint
 # (tests/faults/test_orders_kill.py), and a repartitioned edge with its workers SIGKILLed
 # (tests/faults/test_hops_kill.py); and, left out of `make test` to keep it short, the bank
 # run with its coordinator and workers killed, the sequencer killed mid-stream and three
-# brokers with one killed (tests/integration/test_cluster.py).
+# brokers with one killed (tests/integration/test_cluster.py), the broker SIGKILLed under a
+# worker (tests/faults/test_broker_kill.py), and a stream's schema changed under the warehouse
+# both ways (tests/integration/test_schema_evolution.py, four Spark runs).
 # A failing case names its seed; rerun it alone with TXSTREAM_FAULT_SEED=<seed>. Also the
 # engine's property tests at 5,000 examples, the commit-protocol simulation at 10,000
 # seeds and the spanning-procedure simulation at 3,000 (a failing one says how to rerun it
@@ -107,7 +109,7 @@ faults: setup
 	TXSTREAM_FAULTS=long $(BIN)/pytest -q -ra tests/faults tests/integration/test_etl_warehouse.py \
 	  tests/integration/test_security.py tests/integration/test_orders.py \
 	  tests/integration/test_cluster.py tests/integration/test_generic_warehouse.py \
-	  tests/property tests/simulation
+	  tests/integration/test_schema_evolution.py tests/property tests/simulation
 
 # Quix Streams, a peer in the leaderboard benchmark, pins confluent-kafka < 2.13: its own venv.
 peers-venv: $(PEERS_VENV)/.installed
@@ -127,6 +129,7 @@ bench: up peers-venv
 	$(BIN)/python bench/recovery_bench.py --lengths 1,10 --batches 3000 --batches-off 50 \
 	  --recovery-batches 5000 --out build/bench/recovery_bench.json --figures build/bench
 	$(BIN)/python bench/bank_bench.py --accounts 100000 --transfers 1000 --out build/bench/bank_bench.json
+	$(BIN)/python -m bench.ycsb_bench --records 10000 --ops 5000
 	$(BIN)/python bench/etl_bench.py --votes 20000 --rate 1000
 	$(BIN)/python bench/orders_bench.py --events 3000 --workers 1,2 --batch-sizes 1 --out build/bench/orders_bench.json
 	$(BIN)/python bench/transfers_bench.py --accounts 2000 --transfers 3000 --workers 1 --batch-sizes 1,10
@@ -144,6 +147,7 @@ bench-full: up peers-venv
 	$(BIN)/python bench/sequencer_bench.py --events 50000
 	$(BIN)/python bench/recovery_bench.py --batches 5000 --batches-off 100 --recovery-batches 5000,50000
 	$(BIN)/python bench/bank_bench.py --accounts 100000 --transfers 6000
+	$(BIN)/python -m bench.ycsb_bench --records 100000 --ops 50000
 	$(BIN)/python bench/etl_bench.py --votes 50000 --rate 1000
 	$(BIN)/python bench/orders_bench.py --events 20000 --workers 1,2,4 --batch-sizes 1,10
 	$(BIN)/python bench/transfers_bench.py --accounts 10000 --transfers 20000 --workers 1,2 --batch-sizes 1,10

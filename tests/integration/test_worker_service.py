@@ -2,7 +2,8 @@
 
 These pin the three things the worker's transport changes in Faust: it reads only committed
 input, it resumes at the positions committed with the engine's effects (not at consumer-group
-offsets), and Faust's own offset commits never happen.
+offsets), and Faust's own offset commits never happen. Also that it publishes its streams'
+schemas and marks each output with its writer schema (for readers after a schema change).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from tests.reference.leaderboard_ref import run_reference
 from tests.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.clients import transactional_producer_config
+from txstream.kafka.published_schemas import published
+from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
-from txstream.schemas.codec import BatchCodec
+from txstream.schemas.codec import WRITER_HEADER, BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 
@@ -148,3 +151,10 @@ def test_worker_reads_committed_input_and_resumes_at_its_own_positions(
         for _, v in read_to_end(settings, topics.stream("accepted_votes"))
     ]
     assert sorted(ids) == list(range(1, 3001)), "each batch exactly once across both incarnations"
+    # Each output names the schema it was written with, which the worker published.
+    outputs = read_to_committed_end(settings, topics.stream("accepted_votes"), 0)
+    assert {dict(m.headers() or []).get(WRITER_HEADER) for m in outputs} == {
+        accepted.fingerprint.encode()
+    }
+    versions = {(p.stream, p.fingerprint) for p in published(settings, topics)}
+    assert ("accepted_votes", accepted.fingerprint) in versions

@@ -23,6 +23,7 @@ APPS = [
     "chain.dataflow:from_params",
     "orders.dataflow:from_params",
     "orders.sales:from_params",
+    "ycsb.dataflow:from_params",
 ]
 
 

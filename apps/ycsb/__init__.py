@@ -1,0 +1,1 @@
+"""YCSB's core workloads as an app: one `usertable`, read and update transactions."""
