@@ -108,6 +108,7 @@ def spark_cluster(kafka: KafkaEnv, tmp_path: Path) -> Iterator[Settings]:
             component.process.stop()
 
 
+@pytest.mark.skipif(not LONG, reason="a Spark cluster and a load (~90 s): runs in make faults")
 @pytest.mark.timeout(600)
 def test_the_etl_loads_an_app_from_its_declarations_on_a_spark_cluster(
     kafka: KafkaEnv, tmp_path: Path, spark_cluster: Settings

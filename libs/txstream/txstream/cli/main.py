@@ -20,6 +20,7 @@ from txstream.cli import (
     supervise,
     top,
     topics,
+    verify,
 )
 from txstream.config import Settings
 
@@ -60,6 +61,7 @@ app.command()(oltp.call)
 app.command()(oltp.query)
 app.command()(top.top)
 app.command()(describe.describe)
+app.command()(verify.verify)
 app.add_typer(supervise.app)  # merged: `txstream supervise`
 
 # Services and applications add their own command groups (`txstream worker`,

@@ -29,7 +29,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 from fastavro.types import Schema
 
-from txstream.engine.group import Group
+from txstream.engine.group import ORDER_HEADER, Group, encode_order
 from txstream.kafka.clients import delivery_failure, error_text, send, send_many
 from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import Wire
@@ -196,7 +196,10 @@ class GroupCommitter:
             "first_batch_ids": group.first_batch_ids,
             "committed_at_ms": int(time.time() * 1000),
         }
-        self._send(self.topics.commits, encode_record(self.notice_schema, notice), partition=p)
+        # The order the border batches ran in rides in a header, outside the notice's schema
+        # (schemaless Avro: a new field would break every reader of older notices).
+        send(self.producer, self.topics.commits, encode_record(self.notice_schema, notice),
+             partition=p, headers=[(ORDER_HEADER, encode_order(group.order))])  # fmt: skip
 
     def _send(
         self,

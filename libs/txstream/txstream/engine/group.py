@@ -8,6 +8,7 @@ of what ran. The engine fills it; the task takes it and hands it to the committe
 from __future__ import annotations
 
 import hashlib
+import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -73,6 +74,28 @@ class JournalEntry:
     aborted: bool = False
 
 
+# The commit notice's header holding its group's `order`.
+ORDER_HEADER = "txstream.order"
+
+
+@dataclass
+class BatchRun:
+    """Border batches run one after another: every batch of `stream` on this partition with
+    an id from `first` to `last` (a keyed stream's other ids went to other partitions)."""
+
+    stream: str
+    first: int
+    last: int
+
+
+def encode_order(runs: Sequence[BatchRun]) -> bytes:
+    return json.dumps([[r.stream, r.first, r.last] for r in runs]).encode()
+
+
+def decode_order(data: bytes) -> list[BatchRun]:
+    return [BatchRun(str(s), int(a), int(b)) for s, a, b in json.loads(data)]
+
+
 @dataclass
 class Group:
     """Everything since the last group commit; written to Kafka as one transaction."""
@@ -84,6 +107,9 @@ class Group:
     executions: int = 0
     first_batch_ids: dict[str, int] = field(default_factory=dict)
     last_batch_ids: dict[str, int] = field(default_factory=dict)
+    # The border batches run, in order: the commit notice carries it, so `txstream verify`
+    # can run the same batches in the same order.
+    order: list[BatchRun] = field(default_factory=list)
     journal: list[JournalEntry] = field(default_factory=list)
     replies: list[EngineReply] = field(default_factory=list)  # OLTP, to the coordinator
     slides: dict[str, int] = field(default_factory=dict)  # window -> slides, for metrics

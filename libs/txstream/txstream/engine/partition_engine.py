@@ -23,6 +23,7 @@ from txstream.engine.group import (
     OLTP_STREAM,
     SYS_TABLE,
     AbortRecord,
+    BatchRun,
     Group,
     Journal,
     JournalEntry,
@@ -275,6 +276,11 @@ class PartitionEngine:
         self.group.batches += 1
         self.group.first_batch_ids.setdefault(stream, batch_id)
         self.group.last_batch_ids[stream] = batch_id
+        order = self.group.order
+        if order and order[-1].stream == stream:
+            order[-1].last = batch_id
+        else:
+            order.append(BatchRun(stream, batch_id, batch_id))
         if self.history is not None and stream == self.history.stream:
             self.history.passed(batch_id)
             self.participant.serve(batch_id)

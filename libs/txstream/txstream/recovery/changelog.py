@@ -58,15 +58,22 @@ def committed_tables(
     from the changelog alone: what a reader outside the engines sees as committed state."""
     tables: dict[str, dict[Key, Record]] = {}
     for p in range(partitions):
-        state: dict[bytes, bytes] = {}
-        for msg in read_to_committed_end(settings, changelog, p):
-            key, value = msg.key(), msg.value()
-            if key is None:
-                continue
-            if value is None:
-                state.pop(key, None)
-            else:
-                state[key] = value
-        for table, rows in table_rows(codec, state).items():
+        for table, rows in partition_tables(settings, codec, changelog, p).items():
             tables.setdefault(table, {}).update(rows)
     return tables
+
+
+def partition_tables(
+    settings: Settings, codec: StateCodec, changelog: str, partition: int
+) -> dict[str, dict[Key, Record]]:
+    """One partition engine's committed rows, from its changelog partition."""
+    state: dict[bytes, bytes] = {}
+    for msg in read_to_committed_end(settings, changelog, partition):
+        key, value = msg.key(), msg.value()
+        if key is None:
+            continue
+        if value is None:
+            state.pop(key, None)
+        else:
+            state[key] = value
+    return table_rows(codec, state)
