@@ -65,8 +65,9 @@ def test_a_committed_run_replays_equal_and_an_altered_row_is_named(
     assert (found.partition, found.table, found.key) == (0, "contestants", key)
     assert found.committed == altered and found.reference == row
     assert found.last_write is not None and found.last_write[0] == "votes"
+    env = {"TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap, "TXSTREAM_HOME": str(settings.home)}
     said = CliRunner().invoke(
-        cli, ["verify", "--app", "leaderboard.dataflow:from_params", "--params", params]
+        cli, ["verify", "--app", "leaderboard.dataflow:from_params", "--params", params], env=env
     )
     assert said.exit_code == 1, said.output
     assert f"diverges at partition 0, table 'contestants', key {list(key)!r}" in said.output
