@@ -49,8 +49,8 @@ def publish(
     its own key, which compaction folds)."""
     producer = Producer(idempotent_producer_config(settings))
     for stream, codec in sorted(codecs.items()):
-        items = next(f for f in codec.schema["fields"] if f["name"] == "tuples")["type"]["items"]
-        value = {"stream": stream, "fingerprint": codec.fingerprint, "schema": to_avsc(items)}
+        schema = to_avsc(codec.tuple_schema)
+        value = {"stream": stream, "fingerprint": codec.fingerprint, "schema": schema}
         send(producer, topics.schemas, json.dumps(value).encode(),
              key=f"{stream}@{codec.fingerprint}".encode(), partition=0)  # fmt: skip
     left = producer.flush(timeout_s)

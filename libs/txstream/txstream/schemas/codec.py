@@ -50,8 +50,9 @@ class BatchCodec:
     def __init__(self, tuple_schema: Schema) -> None:
         self.schema = envelope_schema(tuple_schema)
         tuples = next(f for f in self.schema["fields"] if f["name"] == "tuples")
-        self.tuple_name: str = tuples["type"]["items"]["name"]
-        self.fingerprint = schema_fingerprint(tuples["type"]["items"])
+        self.tuple_schema: dict[str, Any] = tuples["type"]["items"]  # parsed
+        self.tuple_name: str = self.tuple_schema["name"]
+        self.fingerprint = schema_fingerprint(self.tuple_schema)
         self.headers = [(WRITER_HEADER, self.fingerprint.encode())]
 
     def encode(self, stream: str, batch_id: int, tuples: Sequence[Mapping[str, Any]]) -> bytes:
