@@ -3,7 +3,9 @@ that usually live on different partition engines.
 
 `transfer` is a spanning procedure: each batch of transfers runs as one transaction across
 the engines owning its accounts, serializable in input order (TSpoon's PL4), so a transfer
-sees every earlier one and money is neither created nor lost. A transfer that would
+sees every earlier one and money is neither created nor lost. A lower `isolation` (PL0-PL2)
+runs faster on busy accounts and reads each epoch's starting balances, so it can lose
+updates (`bank.transfer_reference` says exactly which). A transfer that would
 overdraw is refused (and reported), not aborted: the rest of its batch goes on. Accounts
 are opened first, each on its own partition, by `open_accounts`.
 """
@@ -13,10 +15,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from txstream import App, Record, TxnContext
+from txstream import App, Isolation, Record, TxnContext
 
 
-def build_app(name: str = "transfers") -> App:
+def build_app(
+    name: str = "transfers", isolation: Isolation = Isolation.PL4, epoch: int = 16
+) -> App:
     app = App(name)
     opens = app.stream("opens", schema="bank.Opening", key_field="account")
     transfers = app.stream("transfers", schema="bank.Transfer")
@@ -31,7 +35,9 @@ def build_app(name: str = "transfers") -> App:
     def touches(t: Record) -> list[tuple[str, int]]:
         return [("accounts", t["payer"]), ("accounts", t["payee"])]
 
-    @app.procedure(input=transfers, outputs=[outcomes], touches=touches)
+    @app.procedure(
+        input=transfers, outputs=[outcomes], touches=touches, isolation=isolation, epoch=epoch
+    )
     def transfer(ctx: TxnContext, batch: Sequence[Record]) -> None:
         accounts = ctx.table("accounts")
         for t in batch:
@@ -52,5 +58,6 @@ def build_app(name: str = "transfers") -> App:
 
 
 def from_params(params: Mapping[str, Any]) -> App:
-    """The worker's factory: `{"name": ...}`."""
-    return build_app(str(params.get("name", "transfers")))
+    """The worker's factory: `{"name": ..., "isolation": "PL4", "epoch": 16}`."""
+    isolation = Isolation.parse(str(params.get("isolation", "PL4")))
+    return build_app(str(params.get("name", "transfers")), isolation, int(params.get("epoch", 16)))

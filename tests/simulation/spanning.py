@@ -23,6 +23,7 @@ from orders.files import Shop
 from orders.loader import event_batches
 from orders.result import Result
 from orders.results import from_outcomes
+from txstream.engine.epochs import EPOCH_TABLE
 from txstream.engine.group import SYS_TABLE, Group, OutputBatch
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.routing import partition_of
@@ -31,6 +32,7 @@ from txstream.model.declarations import Record
 from txstream.testing import MemoryState
 
 EXCHANGE = "exchange"
+SYSTEM = frozenset({SYS_TABLE, EPOCH_TABLE})  # the engine's own tables, not the app's
 Log = list[list[Any]]  # per partition: (stream, batch id, tuples), or Reads on the exchange
 
 
@@ -160,7 +162,7 @@ class SpanCluster:
         tables: dict[str, dict[Any, Record]] = {}
         for base in self.bases:
             for table, rows in base.tables.items():
-                if table != SYS_TABLE:
+                if table not in SYSTEM:
                     tables.setdefault(table, {}).update(rows)
         return tables
 
@@ -170,7 +172,7 @@ class SpanCluster:
             (p, table, key)
             for p, base in enumerate(self.bases)
             for table, rows in base.tables.items()
-            if table != SYS_TABLE
+            if table not in SYSTEM
             for key in rows
             if self.owner(key) != p
         ]

@@ -19,6 +19,7 @@ from txstream.engine.context import TableView, TxnContext, WindowView
 from txstream.model.app import App
 from txstream.model.declarations import (
     Check,
+    Isolation,
     Key,
     NestedTransaction,
     Procedure,
@@ -40,6 +41,7 @@ __all__ = [
     "ConstraintViolation",
     "DataflowError",
     "Fragment",
+    "Isolation",
     "Key",
     "NestedTransaction",
     "OltpTimeout",

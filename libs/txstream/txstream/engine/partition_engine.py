@@ -360,15 +360,20 @@ class PartitionEngine:
     def run_span(
         self, proc: Procedure, batch_id: int, tuples: Sequence[Record], span: Span
     ) -> None:
-        """A spanning batch here: one TE, or the whole nested transaction `proc` roots."""
+        """A spanning batch here: one TE, or the whole nested transaction `proc` roots. One
+        reading as of its epoch's start runs over a write set of its own, not the group's
+        (which holds its epoch's earlier batches), merged into the group once it is done."""
         nested = self.df.nested_of.get(proc.name)
         if self.history is not None:
             self.history.running = batch_id  # its writes are batch `batch_id`'s side of a cut
+        parent = WriteSet() if span.epoch else self.group.ws
         try:
             if nested is None:
-                self._run_te(self.group.ws, proc, proc.input, batch_id, tuples, None, span)
+                self._run_te(parent, proc, proc.input, batch_id, tuples, None, span)
             else:
-                self._run_nested(self.group.ws, nested, proc, proc.input, batch_id, tuples, span)
+                self._run_nested(parent, nested, proc, proc.input, batch_id, tuples, span)
+            if span.epoch:
+                self.merge(parent)
         finally:
             if self.history is not None:
                 self.history.running = None

@@ -12,6 +12,9 @@ the input, and the restart would apply them twice.)
 
 While any batch is queued, nothing else that could write this engine's keys may run here
 (an OLTP request, a per-partition batch): the task defers it (`holds`).
+
+Below PL3 a batch reads as of its epoch's start (`engine.epochs`): it waits only for the
+batches of earlier epochs on its keys, not for those of its own epoch.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Protocol
 
+from txstream.engine.epochs import EpochReads
 from txstream.engine.group import AbortRecord, Group, last_batch_key, position_key
 from txstream.engine.spanning import Owner, Reads, Rows, SpanBase, SpanPlan, local_reads
-from txstream.engine.writeset import Base
+from txstream.engine.writeset import Base, read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Procedure, Record
 from txstream.model.errors import exception_detail
@@ -48,6 +52,7 @@ class Span:
     base: SpanBase
     me: int
     leader: bool
+    epoch: bool = False  # it reads as of its epoch's start, not through the group's writes
 
 
 @dataclass
@@ -65,6 +70,7 @@ class _Entry:
     offsets: list[int] = field(default_factory=list)  # exchange records taken for it
     aborts: list[AbortRecord] = field(default_factory=list)  # its `touches` failed
     started: float = 0.0  # monotonic time its reads went out
+    epoch: int | None = None  # below PL3: the epoch it reads as of the start of
 
 
 class SpanHost(Protocol):
@@ -110,6 +116,9 @@ class SpanRunner:
         self._inbox: dict[tuple[str, int], dict[int, dict[int, tuple[Reads, int]]]] = {}
         self._exchange: tuple[str, int] | None = None  # the exchange (topic, partition)
         self._exchange_next = 0
+        self.epochs = EpochReads()
+        if any(host.df.isolation(p.name)[0].epochs for p in host.df.decl.procedures.values()):
+            self.epochs.load(host.group.ws, host.base)
 
     def holds(self, spanning: bool) -> bool:
         """Whether input of this kind must wait: a spanning batch while the queue is full,
@@ -130,6 +139,9 @@ class SpanRunner:
         touches = host.df.touches(proc.name)
         assert touches is not None
         entry = _Entry(proc, batch_id, tuples, source, record, None)
+        level, size = host.df.isolation(proc.name)
+        if level.epochs:
+            entry.epoch = batch_id // size
         try:
             entry.plan = SpanPlan.of(touches, tuples, host.owner)
         except Exception as e:  # every engine fails alike; engine 0 speaks for them
@@ -145,12 +157,9 @@ class SpanRunner:
         self._by_id[(stream, batch_id)] = entry
         self._tail[stream] = batch_id
         if entry.state is _State.QUEUED:
-            free = True
             for key in entry.local:
-                waiting = self._locks.setdefault(key, deque())
-                free = free and not waiting
-                waiting.append(entry)
-            if free:
+                self._locks.setdefault(key, deque()).append(entry)
+            if self._free(entry):
                 self._start(entry)
         self._run_ready()
 
@@ -218,10 +227,28 @@ class SpanRunner:
                 return
             self._finish(queue.popleft())
 
+    def _free(self, e: _Entry) -> bool:
+        """Whether `e` may send its reads: it heads each of its keys' queues, or (below
+        PL3) only batches of its own epoch are ahead of it there."""
+        for key in e.local:
+            for ahead in self._locks[key]:
+                if ahead is e:
+                    break
+                if e.epoch is None or ahead.epoch != e.epoch:
+                    return False
+        return True
+
     def _start(self, e: _Entry) -> None:
         host, me = self.host, self.host.partition
         assert e.plan is not None
-        e.rows = local_reads(e.plan, me, host.group.ws, host.base)
+        if e.epoch is None:
+            e.rows = local_reads(e.plan, me, host.group.ws, host.base)
+        else:
+            ws, stream = host.group.ws, e.proc.input
+            e.rows = {
+                (t, k): self.epochs.read(stream, e.epoch, t, k, ws, host.base)
+                for t, k in e.plan.local(me)
+            }
         e.missing = set(e.plan.participants - {me})
         for q in sorted(e.missing):
             self.outbox.append((q, Reads(e.proc.input, e.batch_id, me, e.rows)))
@@ -246,22 +273,34 @@ class SpanRunner:
 
     def _run(self, e: _Entry) -> None:
         """Run the batch, then release its keys: each next batch waiting on them starts
-        once it heads all of its keys' queues."""
-        host, me = self.host, self.host.partition
+        once it is free (`_free`)."""
+        host, me, stream = self.host, self.host.partition, e.proc.input
         assert e.plan is not None
-        span = Span(e.plan, SpanBase(e.plan, me, host.base, e.rows), me, e.plan.leader == me)
-        host.run_span(e.proc, e.batch_id, e.tuples, span)
+        epoch = e.epoch is not None
+        base = SpanBase(e.plan, me, host.base, e.rows, epoch)
+        span = Span(e.plan, base, me, e.plan.leader == me, epoch)
+        if e.epoch is None:
+            host.run_span(e.proc, e.batch_id, e.tuples, span)
+        else:
+            ws = host.group.ws
+            self.epochs.close_before(stream, e.epoch, ws)
+            before = {(t, k): read(ws, host.base, t, k) for t, k in e.local}
+            host.run_span(e.proc, e.batch_id, e.tuples, span)
+            self.epochs.keep(stream, e.epoch, before, ws, host.base)
         e.state = _State.DONE
-        self._inbox.pop((e.proc.input, e.batch_id), None)
+        self._inbox.pop((stream, e.batch_id), None)
         for key in e.local:
             waiting = self._locks[key]
-            waiting.popleft()  # it headed each of its keys' queues, or it had not started
+            waiting.popleft()  # runs go in batch order: it headed each of its keys' queues
             if not waiting:
                 del self._locks[key]
-            elif waiting[0].state is _State.QUEUED and all(
-                self._locks[k][0] is waiting[0] for k in waiting[0].local
-            ):
-                self._start(waiting[0])
+                continue
+            head = waiting[0]
+            for nxt in waiting:  # the head, and below PL3 the rest of its epoch
+                if nxt is not head and (head.epoch is None or nxt.epoch != head.epoch):
+                    break
+                if nxt.state is _State.QUEUED and self._free(nxt):
+                    self._start(nxt)
 
     def _finish(self, e: _Entry) -> None:
         """The batch and every one before it are done: it completes, in batch order."""

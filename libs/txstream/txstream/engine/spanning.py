@@ -79,8 +79,13 @@ class SpanBase:
     """The base a spanning TE reads through: local keys from the engine's own state, the
     others from the participants' `Reads`; anything undeclared aborts the TE."""
 
-    def __init__(self, plan: SpanPlan, me: int, local: Base, remote: Rows) -> None:
+    def __init__(
+        self, plan: SpanPlan, me: int, local: Base, remote: Rows, epoch: bool = False
+    ) -> None:
+        """`epoch`: every declared key, local ones too, is read from `remote`, the values
+        as of the epoch's start (`engine.epochs`)."""
         self._plan, self._me, self._local, self._remote = plan, me, local, remote
+        self._epoch = epoch
 
     def get(self, table: str, key: Key) -> Record | None:
         k = (table, key)
@@ -90,7 +95,7 @@ class SpanBase:
                 "undeclared_key",
                 f"table {table!r} key {key!r} is not among the keys this batch declared",
             )
-        if owner == self._me:
+        if owner == self._me and not self._epoch:
             return self._local.get(table, key)
         return self._remote[k]
 

@@ -17,9 +17,11 @@ from typing import Any, TypeVar
 
 from txstream.model.dataflow import Dataflow, build_dataflow
 from txstream.model.declarations import (
+    DEFAULT_EPOCH,
     Check,
     Constraint,
     Declarations,
+    Isolation,
     NestedTransaction,
     PartitionBy,
     Procedure,
@@ -118,6 +120,8 @@ class App:
         touches: Touches | None = None,
         partition_by: PartitionBy | None = None,
         ordered: bool = False,
+        isolation: Isolation | str = Isolation.PL4,
+        epoch: int = DEFAULT_EPOCH,
     ) -> Callable[[ProcedureFn], ProcedureFn]:
         """Declare a stored procedure; each run on one input batch is one TE.
 
@@ -125,7 +129,10 @@ class App:
         they live: the procedure then spans partitions. Its input reaches every partition
         engine, and each batch runs as one transaction across the engines owning those
         keys, serializable in batch order (`engine.spanning`). It must be deterministic,
-        and may not use windows or scans."""
+        and may not use windows or scans. `isolation` (PL0-PL4, with `touches`) trades
+        that order for speed: below PL3 each batch reads as of the start of its `epoch`
+        (`Isolation`)."""
+        level = _isolation(isolation, epoch)
 
         def register(fn: ProcedureFn) -> ProcedureFn:
             proc = Procedure(
@@ -137,6 +144,8 @@ class App:
                 touches=touches,
                 partition_by=partition_by,
                 ordered=ordered,
+                isolation=level,
+                epoch=epoch,
             )
             self._add(self.decl.procedures, proc, "procedure")
             return fn
@@ -165,6 +174,8 @@ class App:
         name: str,
         procedures: Iterable[str | Callable[..., Any]],
         touches: Touches | None = None,
+        isolation: Isolation | str = Isolation.PL4,
+        epoch: int = DEFAULT_EPOCH,
     ) -> None:
         """Group procedures into one nested transaction per batch: the root on the batch,
         then each member on what the members before it emitted, all in one write set, so
@@ -173,9 +184,10 @@ class App:
         `touches(tuple)`, over the root's input tuples, lists every (table, key) any member
         may read or write: the nested transaction then spans partitions, as a spanning
         procedure does (`engine.spanning`), serializable in batch order and atomic across
-        the engines owning those keys."""
+        the engines owning those keys; `isolation` and `epoch` as for a procedure."""
+        level = _isolation(isolation, epoch)
         names = tuple(p if isinstance(p, str) else p.__name__ for p in procedures)
-        nested = NestedTransaction(name, names, touches)
+        nested = NestedTransaction(name, names, touches, level, epoch)
         self._add(self.decl.nested, nested, "nested transaction")
 
     def on_slide(self, window: str | Window) -> Callable[[F], F]:
@@ -281,3 +293,13 @@ def _one_line(e: BaseException) -> str:
 
 
 __all__ = ["App", "AppLoadError", "Record", "load_app"]
+
+
+def _isolation(isolation: Isolation | str, epoch: int) -> Isolation:
+    try:
+        level = Isolation.parse(isolation)
+    except ValueError as e:
+        raise DataflowError(str(e)) from None
+    if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 1:
+        raise DataflowError(f"epoch {epoch!r}: expected a whole number of batches >= 1")
+    return level

@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 
-from txstream.model.declarations import Declarations, NestedTransaction, Procedure, Touches
+from txstream.model.declarations import (
+    Declarations,
+    Isolation,
+    NestedTransaction,
+    Procedure,
+    Touches,
+)
 from txstream.model.errors import DataflowError
 
 
@@ -36,6 +43,15 @@ class Dataflow:
         if nested is not None and nested.touches is not None and nested.procedures[0] == procedure:
             return nested.touches
         return None
+
+    def isolation(self, procedure: str) -> tuple[Isolation, int]:
+        """The level and epoch a spanning procedure's batches run at: its own, or for the
+        root of a spanning nested transaction, the transaction's."""
+        proc = self.decl.procedures[procedure]
+        nested = self.nested_of.get(procedure)
+        if proc.touches is None and nested is not None and nested.touches is not None:
+            return nested.isolation, nested.epoch
+        return proc.isolation, proc.epoch
 
     @property
     def hops(self) -> tuple[str, ...]:
@@ -128,6 +144,12 @@ def _check_spanning(
     window: its batch is one transaction across engines, which nothing else may share."""
     for proc in decl.procedures.values():
         if not proc.spanning:
+            if proc.isolation is not Isolation.PL4:
+                raise DataflowError(
+                    f"procedure {proc.name!r}: isolation {proc.isolation.value} needs touches= "
+                    "(a level is chosen for a transaction across engines; a procedure on its "
+                    "own partition is serializable already)"
+                )
             continue
         where = f"spanning procedure {proc.name!r}"
         if proc.input in producers:
@@ -199,6 +221,11 @@ def _check_spanning_nested(
     touches= of its own is a spanning procedure, which `_check_spanning` keeps out."""
     for nt in decl.nested.values():
         if nt.touches is None:
+            if nt.isolation is not Isolation.PL4:
+                raise DataflowError(
+                    f"nested transaction {nt.name!r}: isolation {nt.isolation.value} needs "
+                    "touches= (a level is chosen for a transaction across engines)"
+                )
             continue
         root, *_ = nested_of[nt.procedures[0]].procedures
         where = f"spanning nested transaction {nt.name!r}"
@@ -247,9 +274,8 @@ def _nested_index(
                     f"procedure {p!r} is in two nested transactions: "
                     f"{index[p].name!r} and {nt.name!r}"
                 )
-            index[p] = NestedTransaction(
-                nt.name, tuple(sorted(nt.procedures, key=rank.__getitem__)), nt.touches
-            )
+            in_order = tuple(sorted(nt.procedures, key=rank.__getitem__))
+            index[p] = dataclasses.replace(nt, procedures=in_order)
         root, *rest = index[nt.procedures[0]].procedures
         members = set(nt.procedures)
         for p in rest:

@@ -69,6 +69,39 @@ class SlideTrigger:
     fn: Callable[[Context], None]
 
 
+class Isolation(StrEnum):
+    """TSpoon's isolation levels for a transaction across engines (`docs/partitioning.md`).
+
+    PL4 and PL3 run alike: in a deterministic engine the input order is already a serial
+    order, so serializable costs what serializable-in-input-order does. PL2, PL1 and PL0
+    run alike too, as read committed over epochs: every batch of an epoch (`epoch`
+    consecutive batch ids) reads each key as it stood at the end of the epoch before,
+    so the batches of one epoch exchange their reads without waiting for each other; each
+    level is given at least what it promises."""
+
+    PL0 = "PL0"
+    PL1 = "PL1"
+    PL2 = "PL2"
+    PL3 = "PL3"
+    PL4 = "PL4"
+
+    @property
+    def epochs(self) -> bool:
+        """Whether batches read as of their epoch's start, not of the batch before them."""
+        return self in (Isolation.PL0, Isolation.PL1, Isolation.PL2)
+
+    @classmethod
+    def parse(cls, value: str) -> Isolation:
+        try:
+            return cls(value.upper())
+        except (ValueError, AttributeError):
+            names = ", ".join(m.value for m in cls)
+            raise ValueError(f"isolation {value!r}: expected one of {names}") from None
+
+
+DEFAULT_EPOCH = 16
+
+
 @dataclass(frozen=True)
 class Procedure:
     """A stored procedure: one run on one input batch is one transaction execution."""
@@ -85,6 +118,9 @@ class Procedure:
     partition_by: PartitionBy | None = None
     # An ordered hop runs once per batch, in batch-id order, not per part as they arrive.
     ordered: bool = False
+    # A spanning procedure's level, and (below PL3) how many batch ids an epoch spans.
+    isolation: Isolation = Isolation.PL4
+    epoch: int = DEFAULT_EPOCH
 
     @property
     def spanning(self) -> bool:
@@ -124,6 +160,8 @@ class NestedTransaction:
     name: str
     procedures: tuple[str, ...]
     touches: Touches | None = None
+    isolation: Isolation = Isolation.PL4
+    epoch: int = DEFAULT_EPOCH
 
 
 @dataclass

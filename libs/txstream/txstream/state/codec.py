@@ -14,6 +14,7 @@ from fastavro import parse_schema
 from fastavro.types import Schema
 
 from txstream.engine import windows as win
+from txstream.engine.epochs import EPOCH_TABLE
 from txstream.engine.group import SYS_TABLE
 from txstream.engine.participant import PREPARED_TABLE
 from txstream.engine.writeset import TOMBSTONE, WriteSet
@@ -30,6 +31,16 @@ SYS_SCHEMA = parse_schema(
         "name": "SysValue",
         "namespace": "txstream",
         "fields": [{"name": "value", "type": "long"}],
+    }
+)
+
+EPOCH_SCHEMA = parse_schema(
+    {
+        "type": "record",
+        "name": "EpochBefore",
+        "namespace": "txstream",
+        "doc": "A row as it stood when an epoch began (`engine.epochs`), as JSON.",
+        "fields": [{"name": "row", "type": "string"}],
     }
 )
 
@@ -64,6 +75,7 @@ class StateCodec:
         }
         self.tables[SYS_TABLE] = SYS_SCHEMA
         self.tables[PREPARED_TABLE] = PREPARED_SCHEMA
+        self.tables[EPOCH_TABLE] = EPOCH_SCHEMA
         # A record of no fields (a set's membership rows) is zero bytes in Avro.
         self.empty_rows = {
             t: isinstance(s, dict) and s.get("type") == "record" and not s.get("fields")

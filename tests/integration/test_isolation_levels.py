@@ -1,0 +1,100 @@
+"""A spanning procedure below PL3 on the real broker: reads as of each epoch's start.
+
+TSpoon's transfers (`bank.stream_transfers`) at PL2, epochs of 8 batches, on 4 partitions
+and 2 workers, over few accounts so that batches of one epoch touch the same ones. Every
+outcome and balance, read back from the committed output and changelog topics, must equal
+`bank.transfer_reference` at PL2; and that reference must differ from the serial one for
+this input, so the test shows the level in effect (a run at PL4 would fail it).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import uuid
+from pathlib import Path
+
+import pytest
+from confluent_kafka import Producer
+
+from bank.stream_transfers import build_app
+from bank.transfer_reference import reference
+from orders.commits import CommitWatch
+from tests.conftest import KafkaEnv
+from tests.faults.killer import kill_leftovers
+from tests.integration.openings import send_openings
+from tests.service_process import ServiceProcess
+from txstream import Isolation
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import idempotent_producer_config, send
+from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.topics import AppTopics, ensure_app_topics
+from txstream.model.declarations import Record
+from txstream.recovery.changelog import committed_tables
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
+from txstream.state.codec import StateCodec
+
+pytestmark = pytest.mark.integration
+
+PARTITIONS, WORKERS, ACCOUNTS, BATCHES, K, EPOCH = 4, 2, 8, 160, 2, 8
+
+
+@pytest.mark.timeout(240)
+def test_transfers_at_pl2_equal_their_epoch_reference(kafka: KafkaEnv, tmp_path: Path) -> None:
+    settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
+    rng = random.Random(11)
+    opening = {a: rng.randint(50, 150) for a in range(ACCOUNTS)}
+    transfers: list[Record] = [
+        {"seq": i, "payer": rng.randrange(ACCOUNTS), "payee": rng.randrange(ACCOUNTS),
+         "amount": rng.randint(1, 60)}
+        for i in range(BATCHES * K)
+    ]  # fmt: skip
+    batches = [transfers[i : i + K] for i in range(0, len(transfers), K)]
+    want = reference(opening, batches, Isolation.PL2, EPOCH)
+    assert want != reference(opening, batches), "this input must show the level"
+
+    name = f"levels-{uuid.uuid4().hex[:8]}"
+    app = build_app(name, Isolation.PL2, EPOCH)
+    topics = AppTopics(name)
+    ensure_app_topics(TopicAdmin(settings), app, PARTITIONS)
+    registry = SchemaRegistry(settings.schema_dir)
+    opens = BatchCodec(registry.get("bank.Opening"))
+    moves = BatchCodec(registry.get("bank.Transfer"))
+    params = json.dumps({"name": name, "isolation": "PL2", "epoch": EPOCH})
+    services = [
+        ServiceProcess(settings, ["worker", "run", "--app", "bank.stream_transfers:from_params",
+                                  "--params", params, "--instance-id", str(i), "--no-metrics"],
+                       tmp_path / f"worker-{i}.log")
+        for i in range(WORKERS)
+    ]  # fmt: skip
+    watch = CommitWatch(settings, topics.commits, PARTITIONS)
+    producer = Producer(idempotent_producer_config(settings))
+    try:
+        per_partition = send_openings(producer, topics, opens, opening, PARTITIONS)
+        assert producer.flush(60) == 0
+        alive = lambda: all(s.alive() for s in services)  # noqa: E731
+        watch.wait({"opens": per_partition}, 120, alive)
+        for b, batch in enumerate(batches, 1):
+            for p in range(PARTITIONS):  # the spanning input reaches every engine
+                send(producer, topics.stream("transfers"), moves.encode("transfers", b, batch),
+                     partition=p)  # fmt: skip
+        assert producer.flush(60) == 0
+        watch.wait({"transfers": [BATCHES] * PARTITIONS}, 180, alive)
+    finally:
+        watch.close()
+        for s in reversed(services):
+            s.kill()
+        kill_leftovers(settings.home)
+
+    codec = BatchCodec(registry.get("bank.TransferOutcome"))
+    outcomes: dict[int, str] = {}
+    for p in range(PARTITIONS):
+        for msg in read_to_committed_end(settings, topics.stream("transfer_outcomes"), p):
+            for t in codec.decode(msg.value() or b"").tuples:
+                assert t["seq"] not in outcomes, f"transfer {t['seq']} reported twice"
+                outcomes[t["seq"]] = t["outcome"]
+    state = StateCodec(app.dataflow(), registry)
+    tables = committed_tables(settings, state, topics.changelog, PARTITIONS)
+    balances = {k[0]: row["balance"] for k, row in tables["accounts"].items()}
+    assert (outcomes, balances) == want
