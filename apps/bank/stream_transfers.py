@@ -5,7 +5,10 @@ that usually live on different partition engines.
 the engines owning its accounts, serializable in input order (TSpoon's PL4), so a transfer
 sees every earlier one and money is neither created nor lost. A lower `isolation` (PL0-PL2)
 runs faster on busy accounts and reads each epoch's starting balances, so it can lose
-updates (`bank.transfer_reference` says exactly which). A transfer that would
+updates (`bank.transfer_reference` says exactly which), unless `formulas` moves the money
+with formula updates (`table.add`), which apply to the balance as it stands when the batch
+commits: then no money is made or lost, though a payer may still be overdrawn (its check
+read the epoch's starting balance). A transfer that would
 overdraw is refused (and reported), not aborted: the rest of its batch goes on. Accounts
 are opened first, each on its own partition, by `open_accounts`.
 """
@@ -19,7 +22,10 @@ from txstream import App, Isolation, Record, TxnContext
 
 
 def build_app(
-    name: str = "transfers", isolation: Isolation = Isolation.PL4, epoch: int = 16
+    name: str = "transfers",
+    isolation: Isolation = Isolation.PL4,
+    epoch: int = 16,
+    formulas: bool = False,
 ) -> App:
     app = App(name)
     opens = app.stream("opens", schema="bank.Opening", key_field="account")
@@ -48,6 +54,10 @@ def build_app(
                 outcome = "same_account"
             elif payer["balance"] < t["amount"]:
                 outcome = "insufficient_funds"
+            elif formulas:
+                accounts.add(t["payer"], {"balance": -t["amount"]})
+                accounts.add(t["payee"], {"balance": t["amount"]})
+                outcome = "done"
             else:
                 accounts.put(t["payer"], {"balance": payer["balance"] - t["amount"]})
                 accounts.put(t["payee"], {"balance": payee["balance"] + t["amount"]})
@@ -58,6 +68,11 @@ def build_app(
 
 
 def from_params(params: Mapping[str, Any]) -> App:
-    """The worker's factory: `{"name": ..., "isolation": "PL4", "epoch": 16}`."""
-    isolation = Isolation.parse(str(params.get("isolation", "PL4")))
-    return build_app(str(params.get("name", "transfers")), isolation, int(params.get("epoch", 16)))
+    """The worker's factory: `{"name": ..., "isolation": "PL4", "epoch": 16,
+    "formulas": false}`."""
+    return build_app(
+        str(params.get("name", "transfers")),
+        Isolation.parse(str(params.get("isolation", "PL4"))),
+        int(params.get("epoch", 16)),
+        bool(params.get("formulas", False)),
+    )

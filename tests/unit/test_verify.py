@@ -6,10 +6,14 @@ from __future__ import annotations
 import pytest
 
 from bank.dataflow import build_app as bank
+from bank.stream_transfers import build_app as transfers
+from bank.transfer_reference import reference
 from leaderboard.dataflow import Params, build_app
+from txstream import Isolation, Record
+from txstream.config import Settings
 from txstream.engine.group import BatchRun, decode_order, encode_order
 from txstream.testing import AppTester
-from txstream.testing.verify import Unverifiable, _ran, refuse
+from txstream.testing.verify import Unverifiable, _merged, _ran, _replay, refuse
 
 VOTE = {"vote_id": 1, "phone_number": 6175550101, "contestant_number": 1}
 
@@ -50,3 +54,49 @@ def test_an_app_whose_inputs_are_not_replayed_yet_is_refused_by_name() -> None:
         refuse(bank())
     with pytest.raises(Unverifiable, match="strong recovery"):
         refuse(build_app(Params(), recovery="strong"))
+
+
+def test_spanning_batches_cut_every_partition_s_order_into_one() -> None:
+    def opens(p: int, b: int) -> tuple[str, int, list[Record]]:
+        return ("opens", b, [{"p": p}])
+
+    def moves(b: int) -> tuple[str, int, list[Record]]:
+        return ("transfers", b, [{"b": b}])
+
+    runs = [
+        [opens(0, 1), moves(1), opens(0, 2), moves(2)],
+        [moves(1), opens(1, 1), moves(2), opens(1, 2)],
+    ]
+    assert _merged(runs, frozenset({"transfers"})) == [
+        opens(0, 1), moves(1), opens(0, 2), opens(1, 1), moves(2), opens(1, 2)
+    ]  # fmt: skip
+    runs[1] = [moves(2), moves(1)]
+    with pytest.raises(Unverifiable, match="partition 1 ran the spanning batches in another"):
+        _merged(runs, frozenset({"transfers"}))
+
+
+def test_a_spanning_app_replays_on_one_engine_at_its_level() -> None:
+    """The reference of a spanning app is one engine owning every key, at the app's level:
+    at PL2 it reads each epoch's start as the many engines did."""
+    app = transfers("t", Isolation.PL2, 4)
+    tester = AppTester(app)
+    tester.feed("opens", [{"account": 0, "balance": 10}, {"account": 1, "balance": 0}], 1)
+    for b in (1, 2, 3):
+        tester.feed("transfers", [{"seq": b, "payer": 0, "payee": 1, "amount": 4}], b)
+    want = reference({0: 10, 1: 0}, [[{"seq": b, "payer": 0, "payee": 1, "amount": 4}]
+                                     for b in (1, 2, 3)], Isolation.PL2, 4)[1]  # fmt: skip
+    assert {k[0]: r["balance"] for k, r in tester.table("accounts").items()} == want
+    assert want == {0: 6, 1: 4}  # three debits from 10 read at the epoch's start: one lands
+
+
+def test_per_partition_batch_ids_that_repeat_across_partitions_all_replay() -> None:
+    """Each partition's producer numbers its own `opens` batches from 1: in the merged order
+    the second partition's batch 1 is not a repeat of the first's."""
+    move = ("transfers", 1, [{"seq": 0, "payer": 0, "payee": 1, "amount": 4}])
+    runs = [
+        [("opens", 1, [{"account": 0, "balance": 10}]), move],
+        [("opens", 1, [{"account": 1, "balance": 0}]), move],
+    ]
+    ran = _merged(runs, frozenset({"transfers"}))
+    tester = _replay(transfers(), Settings(), ran)
+    assert {k[0]: r["balance"] for k, r in tester.table("accounts").items()} == {0: 6, 1: 4}

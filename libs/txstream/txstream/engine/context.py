@@ -7,9 +7,10 @@ enforced here, at run time, with errors that name the procedure.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
+from txstream.engine import formulas
 from txstream.engine import windows as win
 from txstream.engine.rows import private, privates
 from txstream.engine.writeset import (
@@ -65,7 +66,10 @@ class TableView:
         for c in self._table.constraints:
             if not c.check(value):
                 raise ConstraintViolation(name, c.name, k)
-        ctx.ws.put(name, k, self._copy(value))
+        ws = ctx.ws
+        ws.put(name, k, self._copy(value))
+        if ws.formulas:
+            formulas.unpin(ws, name, k)
         if name in ctx._insert_triggers:
             ctx.fire_insert(name, value)
 
@@ -73,6 +77,46 @@ class TableView:
         k = as_key(key)
         self._ctx.check(self._name, k)
         self._ctx.ws.put(self._name, k, TOMBSTONE)
+        formulas.unpin(self._ctx.ws, self._name, k)
+
+    def add(self, key: Key | int | str, deltas: Mapping[str, int | float]) -> Record:
+        """Add to numeric fields of an existing row, as a formula (`engine.formulas`):
+        concurrent additions to one row commute. Returns the row as this TE now sees it."""
+        return self._formula(key, "add", deltas)
+
+    def max(self, key: Key | int | str, values: Mapping[str, Any]) -> Record:
+        """Raise fields of an existing row to at least `values`, as a formula."""
+        return self._formula(key, "max", values)
+
+    def append(self, key: Key | int | str, items: Mapping[str, Sequence[Any]]) -> Record:
+        """Append items to list fields of an existing row, as a formula."""
+        return self._formula(key, "append", items)
+
+    def _formula(self, key: Key | int | str, op: formulas.Op, values: Mapping[str, Any]) -> Record:
+        k = as_key(key)
+        ctx, name = self._ctx, self._name
+        ctx.check(name, k)
+        row = read(ctx.ws, ctx.base, name, k, self._copy)
+        where = f"table {name!r} key {k!r}: {op} {dict(values)!r}"
+        if row is None:
+            raise TxnAbort("no_row", f"{where}: a formula needs an existing row")
+        todo = formulas.formulas_of(op, values)
+        try:
+            new = formulas.apply(row, todo)
+        except KeyError as e:
+            raise TxnAbort("bad_formula", f"{where}: the row has no field {e}") from None
+        except TypeError as e:
+            raise TxnAbort("bad_formula", f"{where}: {e}") from None
+        for c in self._table.constraints:
+            if not c.check(new):
+                raise ConstraintViolation(name, c.name, k)
+        ws = ctx.ws
+        plain = formulas.pinned(ws, name, k)
+        ws.put(name, k, new)
+        formulas.record(ws, name, k, todo, plain)
+        if name in ctx._insert_triggers:
+            ctx.fire_insert(name, private(new))
+        return self._copy(new)
 
     def scan(self, prefix: Key | int | str = ()) -> Iterator[tuple[Key, Record]]:
         """Rows whose key starts with `prefix`, in key order (materialized; safe to write)."""

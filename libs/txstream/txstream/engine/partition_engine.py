@@ -18,6 +18,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from txstream.engine import formulas
 from txstream.engine.context import TxnContext
 from txstream.engine.group import (
     OLTP_STREAM,
@@ -290,6 +291,11 @@ class PartitionEngine:
         it overwrites in the group for serializable reads (`History`)."""
         if parent is None:
             parent = self.group.ws
+        if ws.formulas:  # recomputed from the group's rows now (`engine.formulas`)
+            if parent is self.group.ws:
+                formulas.rebase(ws, parent, self.base)
+            else:
+                formulas.carry(ws, parent)
         history = self.history
         if history is not None and history.recording and parent is self.group.ws:
             history.record(ws, parent, self.base)

@@ -119,3 +119,5 @@ def keep_local(ws: WriteSet, plan: SpanPlan, me: int) -> None:
                 )
             if owner != me:
                 del rows[key]
+                if ws.formulas:
+                    ws.formulas.pop((table, key), None)

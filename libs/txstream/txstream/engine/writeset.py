@@ -44,12 +44,15 @@ class Base(Protocol):
 
 
 class WriteSet:
-    __slots__ = ("parent", "tables", "windows")
+    __slots__ = ("formulas", "parent", "tables", "windows")
 
     def __init__(self, parent: WriteSet | None = None) -> None:
         self.parent = parent
         self.tables: dict[str, dict[Key, Any]] = {}
         self.windows: dict[str, WindowState] = {}
+        # (table, key) -> the formula updates of a row this layer changed by formulas only
+        # (`engine.formulas`); None while it has none
+        self.formulas: dict[tuple[str, Key], list[Any]] | None = None
 
     def lookup(self, table: str, key: Key) -> Any:
         """The newest write of `key` along the chain: a record, TOMBSTONE, or _MISSING."""

@@ -8,13 +8,21 @@ must equal what that partition's engine committed, as the changelog holds it. Th
 that differs is named, with both rows and the reference batch that last wrote it; else the
 run is equal. Nobody else has this: it is the user's proof on their own data.
 
+A spanning procedure's batches reach every partition and run on each engine at the same
+place in its order, so they cut every partition's order into segments: the reference runs
+each segment's per-partition batches (disjoint keys: any interleaving is the same), then
+the spanning batch, on one engine owning every key, and its tables must equal every
+partition's committed tables together. The level a procedure declares (`Isolation`) is the
+reference's too: one engine at PL2 reads as of each epoch's start as the many did.
+
 Scope: border stream batches and changelog recovery (the default). An app with OLTP
-transactions, repartitioned edges or spanning procedures is refused, naming them: their
-inputs (requests, hop and exchange records) are not replayed yet.
+transactions or repartitioned edges is refused, naming them: their inputs (requests and hop
+records) are not replayed yet.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -23,14 +31,17 @@ from txstream.config import Settings
 from txstream.engine.group import ORDER_HEADER, BatchRun, decode_order
 from txstream.kafka.published_schemas import published
 from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.declarations import Key, Record, RecoveryMode
-from txstream.recovery.changelog import partition_tables
+from txstream.recovery.changelog import committed_tables, partition_tables
 from txstream.schemas.codec import WRITER_HEADER, BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 from txstream.testing import AppTester
+
+Ran = tuple[str, int, list[Record]]  # (stream, batch id, tuples), as an engine ran it
 
 
 class Unverifiable(ValueError):
@@ -85,24 +96,65 @@ def verify(
               for s in dataflow.border_streams}  # fmt: skip
     writers = {p.fingerprint: BatchCodec(p.schema) for p in published(settings, topics)}
     state_codec = StateCodec(dataflow, registry)
-    total = 0
+    runs: list[list[Ran]] = []
     for p in range(partitions):
         order = _order(settings, topics, p)
         inputs = {s: _batches(settings, topics.stream(s), p, codec, writers)
                   for s, codec in codecs.items()}  # fmt: skip
-        ran = list(_ran(order, inputs))
-        reference = _replay(app, settings, ran)
-        total += len(ran)
-        progress(p, len(ran))
+        runs.append(list(_ran(order, inputs)))
+        progress(p, len(runs[-1]))
+    spanning = frozenset(dataflow.spanning_streams)
+    if spanning:  # one reference for every partition together
+        ran = _merged(runs, spanning)
+        committed = committed_tables(settings, state_codec, topics.changelog, partitions)
+        found = _first_difference(app, settings, ran, committed)
+        if found is not None:
+            found = dataclasses.replace(found, partition=partition_of(found.key, partitions))
+        return Verdict(partitions, len(ran), found)
+    for p, ran in enumerate(runs):
         committed = partition_tables(settings, state_codec, topics.changelog, p)
-        for table in sorted(dataflow.decl.tables):
-            mine, theirs = committed.get(table, {}), reference.table(table)
-            for key in sorted(mine.keys() | theirs.keys(), key=repr):
-                if mine.get(key) != theirs.get(key):
-                    last = _last_write(app, settings, ran, table, key)
-                    divergence = Divergence(p, table, key, mine.get(key), theirs.get(key), last)
-                    return Verdict(partitions, total, divergence)
-    return Verdict(partitions, total, None)
+        found = _first_difference(app, settings, ran, committed)
+        if found is not None:
+            return Verdict(partitions, sum(map(len, runs)), dataclasses.replace(found, partition=p))
+    return Verdict(partitions, sum(map(len, runs)), None)
+
+
+def _first_difference(
+    app: App, settings: Settings, ran: list[Ran], committed: dict[str, dict[Key, Record]]
+) -> Divergence | None:
+    """The first key, in table and key order, where `committed` differs from the replay of
+    `ran` (its partition left for the caller to name)."""
+    reference = _replay(app, settings, ran)
+    for table in sorted(app.decl.tables):
+        mine, theirs = committed.get(table, {}), reference.table(table)
+        for key in sorted(mine.keys() | theirs.keys(), key=repr):
+            if mine.get(key) != theirs.get(key):
+                last = _last_write(app, settings, ran, table, key)
+                return Divergence(-1, table, key, mine.get(key), theirs.get(key), last)
+    return None
+
+
+def _merged(runs: list[list[Ran]], spanning: frozenset[str]) -> list[Ran]:
+    """Every partition's batches in one serial order: up to each spanning batch, what each
+    partition ran before it, in partition order; then the spanning batch, once."""
+    cuts = [[(r[0], r[1]) for r in ran if r[0] in spanning] for ran in runs]
+    for p, cut in enumerate(cuts):
+        if cut != cuts[0]:
+            raise Unverifiable(
+                f"partition {p} ran the spanning batches in another order than partition 0"
+            )
+    out: list[Ran] = []
+    at = [0] * len(runs)
+    for _ in cuts[0]:
+        for p, ran in enumerate(runs):
+            while ran[at[p]][0] not in spanning:
+                out.append(ran[at[p]])
+                at[p] += 1
+            at[p] += 1
+        out.append(runs[0][at[0] - 1])
+    for p, ran in enumerate(runs):
+        out += ran[at[p] :]
+    return out
 
 
 def refuse(app: App) -> None:
@@ -112,8 +164,6 @@ def refuse(app: App) -> None:
         missing.append(f"OLTP transactions ({', '.join(sorted(app.decl.transactions))})")
     if df.hops:
         missing.append(f"repartitioned edges ({', '.join(df.hops)})")
-    if df.spanning_streams:
-        missing.append(f"spanning procedures on {', '.join(df.spanning_streams)}")
     if app.recovery is not RecoveryMode.CHANGELOG:
         missing.append(f"{app.recovery} recovery (no changelog to compare with)")
     if missing:
@@ -157,9 +207,7 @@ def _batches(
     return out
 
 
-def _ran(
-    order: Iterable[BatchRun], inputs: dict[str, dict[int, list[Record]]]
-) -> Iterable[tuple[str, int, list[Record]]]:
+def _ran(order: Iterable[BatchRun], inputs: dict[str, dict[int, list[Record]]]) -> Iterable[Ran]:
     for run in order:
         if run.stream not in inputs:
             raise Unverifiable(f"the engines ran batches of {run.stream!r}, not a border stream")
@@ -169,23 +217,34 @@ def _ran(
             yield run.stream, batch_id, batches[batch_id]
 
 
-def _replay(
-    app: App, settings: Settings, ran: Iterable[tuple[str, int, list[Record]]]
-) -> AppTester:
+def _replay(app: App, settings: Settings, ran: Iterable[Ran]) -> AppTester:
     tester = AppTester(app, schema_dir=settings.schema_dir)
-    for stream, batch_id, tuples in ran:
+    for stream, batch_id, tuples in _fed(ran):
         tester.feed(stream, tuples, batch_id)
     return tester
 
 
+def _fed(ran: Iterable[Ran]) -> Iterable[Ran]:
+    """`ran` with the ids one engine takes in: a per-partition stream's ids repeat across
+    partitions (each producer numbers its own), so in a merged order an id not above the
+    stream's last is given the next one, where the engine would skip it as a repeat."""
+    last: dict[str, int] = {}
+    for stream, batch_id, tuples in ran:
+        if batch_id <= last.get(stream, batch_id - 1):
+            batch_id = last[stream] + 1
+        last[stream] = batch_id
+        yield stream, batch_id, tuples
+
+
 def _last_write(
-    app: App, settings: Settings, ran: list[tuple[str, int, list[Record]]], table: str, key: Key
+    app: App, settings: Settings, ran: list[Ran], table: str, key: Key
 ) -> tuple[str, int] | None:
-    """Replay once more, watching one row: the batch after which it last changed."""
+    """Replay once more, watching one row: the batch after which it last changed (its id as
+    its producer gave it)."""
     tester = AppTester(app, schema_dir=settings.schema_dir)
     last, before = None, None
-    for stream, batch_id, tuples in ran:
-        tester.feed(stream, tuples, batch_id)
+    for (stream, batch_id, _), (_, fed_id, tuples) in zip(ran, _fed(ran), strict=True):
+        tester.feed(stream, tuples, fed_id)
         now: Any = tester.state.get(table, key)
         if now != before:
             last, before = (stream, batch_id), now
