@@ -1,12 +1,16 @@
-"""Bank accounts opened on the real broker, each on the partition that owns it."""
+"""Bank accounts opened on the real broker, each on the partition that owns it, and
+transfers sent to every partition (a spanning stream's input)."""
 
 from __future__ import annotations
+
+from collections.abc import Sequence
 
 from confluent_kafka import Producer
 
 from txstream.kafka.clients import send
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
+from txstream.model.declarations import Record
 from txstream.schemas.codec import BatchCodec
 
 
@@ -26,3 +30,17 @@ def send_openings(
         value = codec.encode("opens", per_partition[p], row)
         send(producer, topics.stream("opens"), value, partition=p)
     return per_partition
+
+
+def send_broadcast(
+    producer: Producer,
+    topics: AppTopics,
+    codec: BatchCodec,
+    batches: Sequence[list[Record]],
+    partitions: int,
+) -> None:
+    """Batch b (from 1) of `transfers` to every partition: each engine sees every batch."""
+    for b, batch in enumerate(batches, 1):
+        value = codec.encode("transfers", b, batch)
+        for p in range(partitions):
+            send(producer, topics.stream("transfers"), value, partition=p)

@@ -26,15 +26,15 @@ from orders.commits import CommitWatch
 from tests.conftest import KafkaEnv
 from tests.faults.killer import kill_leftovers
 from tests.faults.scale import LONG
-from tests.integration.openings import send_openings
+from tests.integration.openings import send_broadcast, send_openings
 from tests.service_process import ServiceProcess
+from tests.simulation.spanning import random_transfers
 from txstream import Isolation
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import idempotent_producer_config, send, transactional_producer_config
+from txstream.kafka.clients import idempotent_producer_config, transactional_producer_config
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_app_topics
-from txstream.model.declarations import Record
 from txstream.recovery.changelog import committed_tables
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
@@ -61,11 +61,7 @@ def test_transfers_at_pl2_equal_their_epoch_reference(
     settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
     rng = random.Random(11)
     opening = {a: rng.randint(50, 150) for a in range(ACCOUNTS)}
-    transfers: list[Record] = [
-        {"seq": i, "payer": rng.randrange(ACCOUNTS), "payee": rng.randrange(ACCOUNTS),
-         "amount": rng.randint(1, 60)}
-        for i in range(BATCHES * K)
-    ]  # fmt: skip
+    transfers = random_transfers(rng, ACCOUNTS, BATCHES * K)
     batches = [transfers[i : i + K] for i in range(0, len(transfers), K)]
     want = reference(opening, batches, Isolation.PL2, EPOCH, formulas)
     assert want != reference(opening, batches), "this input must show the level"
@@ -91,10 +87,7 @@ def test_transfers_at_pl2_equal_their_epoch_reference(
         assert producer.flush(60) == 0
         alive = lambda: all(s.alive() for s in services)  # noqa: E731
         watch.wait({"opens": per_partition}, 120, alive)
-        for b, batch in enumerate(batches, 1):
-            for p in range(PARTITIONS):  # the spanning input reaches every engine
-                send(producer, topics.stream("transfers"), moves.encode("transfers", b, batch),
-                     partition=p)  # fmt: skip
+        send_broadcast(producer, topics, moves, batches, PARTITIONS)
         assert producer.flush(60) == 0
         watch.wait({"transfers": [BATCHES] * PARTITIONS}, 180, alive)
     finally:

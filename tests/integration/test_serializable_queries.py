@@ -27,14 +27,14 @@ from orders.commits import CommitWatch
 from tests.conftest import KafkaEnv, free_port
 from tests.faults.killer import kill_leftovers
 from tests.http_json import http
-from tests.integration.openings import send_openings
+from tests.integration.openings import send_broadcast, send_openings
 from tests.service_process import TXSTREAM, ServiceProcess
+from tests.simulation.spanning import random_transfers
 from tests.simulation.test_spanning import serial_transfers
 from txstream.client import TxClient
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import idempotent_producer_config, send
+from txstream.kafka.clients import idempotent_producer_config
 from txstream.kafka.topics import AppTopics, ensure_app_topics
-from txstream.model.declarations import Record
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
@@ -50,11 +50,7 @@ def test_serializable_queries_read_one_batch_on_every_engine(
     settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
     rng = random.Random(5)
     opening = {a: rng.randint(0, 100) for a in range(ACCOUNTS)}
-    transfers: list[Record] = [
-        {"seq": i, "payer": rng.randrange(ACCOUNTS), "payee": rng.randrange(ACCOUNTS),
-         "amount": rng.randint(1, 60)}
-        for i in range(BATCHES * K)
-    ]  # fmt: skip
+    transfers = random_transfers(rng, ACCOUNTS, BATCHES * K)
     batches = [transfers[i : i + K] for i in range(0, len(transfers), K)]
     app = build_app(f"cuts-{uuid.uuid4().hex[:8]}")
     topics = AppTopics(app.name)
@@ -86,10 +82,7 @@ def test_serializable_queries_read_one_batch_on_every_engine(
         assert producer.flush(60) == 0
         alive = lambda: all(s.alive() for s in services)  # noqa: E731
         watch.wait({"opens": per_partition}, 120, alive)
-        for b, batch in enumerate(batches, 1):
-            for p in range(PARTITIONS):  # the spanning input reaches every engine
-                send(producer, topics.stream("transfers"), moves.encode("transfers", b, batch),
-                     partition=p)  # fmt: skip
+        send_broadcast(producer, topics, moves, batches, PARTITIONS)
         assert producer.flush(60) == 0
         done = threading.Event()
 
