@@ -14,14 +14,16 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from txstream import App, Record, TxnContext
+from txstream import App, Isolation, Record, TxnContext
 
 
 def touches(t: Record) -> list[tuple[str, int]]:
     return [("accounts", t["payer"]), ("accounts", t["payee"])]
 
 
-def build_app(name: str = "nested-transfers") -> App:
+def build_app(
+    name: str = "nested-transfers", isolation: Isolation = Isolation.PL4, epoch: int = 16
+) -> App:
     app = App(name)
     opens = app.stream("opens", schema="bank.Opening", key_field="account")
     transfers = app.stream("transfers", schema="bank.Transfer")
@@ -57,7 +59,7 @@ def build_app(name: str = "nested-transfers") -> App:
             accounts.put(t["payee"], {"balance": payee["balance"] + t["amount"]})
             ctx.emit("transfers_done", {"seq": t["seq"], "outcome": "done"})
 
-    app.nested("transfer", [withdraw, deposit], touches=touches)
+    app.nested("transfer", [withdraw, deposit], touches=touches, isolation=isolation, epoch=epoch)
     return app
 
 

@@ -6,7 +6,8 @@ which aborts the whole batch) in batches broadcast to P simulated engines, with 
 interleavings and crashes, and compares every engine's committed accounts and the outputs
 with `AppTester` running the same batches on one engine, where nothing spans anything:
 the nested order (deposit sees withdraw's effects), the abort of the whole batch across
-engines, and exactly-once must all hold for them to agree.
+engines, and exactly-once must all hold for them to agree. Half the seeds run it at PL2
+(both sides), where each batch reads as of its epoch's start.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from bank.nested_transfers import build_app
 from tests.faults.scale import scaled
 from tests.simulation.spanning import Log, SpanCluster, broadcast
 from txstream.kafka.routing import partition_of
-from txstream.model.declarations import Record
+from txstream.model.declarations import Isolation, Record
 from txstream.testing import AppTester
 
 OUTPUTS = ("refusals", "transfers_done")
@@ -42,21 +43,25 @@ def test_nested_across_engines_equals_one_engine(seed: int) -> None:
         p = partition_of((a,), partitions)
         opens[p].append(("opens", len(opens[p]) + 1, [{"account": a, "balance": balance}]))
     phases = [{"opens": opens}, {"transfers": broadcast("transfers", batches, partitions)}]
-    cluster = SpanCluster(build_app(), partitions, phases, seed)
+    isolation = rng.choice([Isolation.PL4, Isolation.PL2])
+    epoch = rng.choice([1, 2, 5])
+    cluster = SpanCluster(build_app("n", isolation, epoch), partitions, phases, seed)
     cluster.run(crash_rate=rng.choice([0.0, 0.05]))
 
-    one = AppTester(build_app())
+    one = AppTester(build_app("n", isolation, epoch))
     for a, balance in opening.items():
         one.feed("opens", [{"account": a, "balance": balance}])
     for batch in batches:
         one.feed("transfers", batch)
-    where = f"seed {seed}: P={partitions} K={k}, {cluster.crashes} crashes"
+    where = f"seed {seed}: P={partitions} K={k} {isolation}, {cluster.crashes} crashes"
     assert cluster.tables()["accounts"] == one.table("accounts"), where
     assert cluster.misplaced() == [], where
     for stream in OUTPUTS:
         got = sorted(t["seq"] for o in cluster.outputs if o.stream == stream for t in o.tuples)
         assert got == sorted(t["seq"] for t in one.outputs(stream)), f"{where}: {stream}"
-    assert sum(r["balance"] for r in cluster.tables()["accounts"].values()) == sum(opening.values())
+    if isolation is Isolation.PL4:  # below PL3 a stale balance may make or lose money
+        total = sum(r["balance"] for r in cluster.tables()["accounts"].values())
+        assert total == sum(opening.values()), where
 
 
 def test_a_payee_without_an_account_undoes_the_whole_batch_on_every_engine() -> None:
