@@ -8,8 +8,12 @@ sees other values than the ones the other engines were sent, and money is made o
 Without crashes, or with the openings committed before the transfers (every other spanning
 simulation), it never shows. (Seen: 21 of 100 seeds make or lose money; in 20 of them a
 restarted engine re-sent reads for a batch that differ from the ones it sent before.)
-Kept as a strict xfail: it fails today, and the fix (hold each kind of input while the
-other kind's work is uncommitted) will turn it into a pass.
+Kept as a strict xfail: it fails today, and the fix will turn it into a pass. Holding each
+kind of input while the other kind's work is uncommitted is not enough (tried: 19 of 100
+still fail): after the crash the restarted engine may take a per-partition record before
+re-running a spanning batch whose reads it had already sent. The order it externalized must
+be kept: reads sent inside the transaction (a commit per exchange), or a restart that first
+re-runs every spanning batch it had sent reads for (found on the exchange topic).
 """
 
 from __future__ import annotations
