@@ -27,7 +27,6 @@ from txstream.engine.writeset import Base, WriteSet, read
 from txstream.model.declarations import Key, Record
 
 Op = Literal["add", "max", "append"]
-Cell = tuple[str, Key]  # (table, key)
 
 
 @dataclass(frozen=True)

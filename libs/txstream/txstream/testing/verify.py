@@ -22,9 +22,9 @@ records) are not replayed yet.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from txstream.config import Settings
@@ -107,30 +107,37 @@ def verify(
     if spanning:  # one reference for every partition together
         ran = _merged(runs, spanning)
         committed = committed_tables(settings, state_codec, topics.changelog, partitions)
-        found = _first_difference(app, settings, ran, committed)
-        if found is not None:
-            found = dataclasses.replace(found, partition=partition_of(found.key, partitions))
+        owner = lambda key: partition_of(key, partitions)  # noqa: E731
+        found = _first_difference(app, settings, ran, committed, owner)
         return Verdict(partitions, len(ran), found)
     for p, ran in enumerate(runs):
         committed = partition_tables(settings, state_codec, topics.changelog, p)
-        found = _first_difference(app, settings, ran, committed)
+        found = _first_difference(app, settings, ran, committed, partial(_constant, p))
         if found is not None:
-            return Verdict(partitions, sum(map(len, runs)), dataclasses.replace(found, partition=p))
+            return Verdict(partitions, sum(map(len, runs)), found)
     return Verdict(partitions, sum(map(len, runs)), None)
 
 
+def _constant(partition: int, key: Key) -> int:
+    return partition
+
+
 def _first_difference(
-    app: App, settings: Settings, ran: list[Ran], committed: dict[str, dict[Key, Record]]
+    app: App,
+    settings: Settings,
+    ran: list[Ran],
+    committed: dict[str, dict[Key, Record]],
+    owner: Callable[[Key], int],
 ) -> Divergence | None:
     """The first key, in table and key order, where `committed` differs from the replay of
-    `ran` (its partition left for the caller to name)."""
+    `ran`, named with the partition `owner` says holds it."""
     reference = _replay(app, settings, ran)
     for table in sorted(app.decl.tables):
         mine, theirs = committed.get(table, {}), reference.table(table)
         for key in sorted(mine.keys() | theirs.keys(), key=repr):
             if mine.get(key) != theirs.get(key):
                 last = _last_write(app, settings, ran, table, key)
-                return Divergence(-1, table, key, mine.get(key), theirs.get(key), last)
+                return Divergence(owner(key), table, key, mine.get(key), theirs.get(key), last)
     return None
 
 
