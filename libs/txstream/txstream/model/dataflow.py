@@ -39,19 +39,24 @@ class Dataflow:
         proc = self.decl.procedures[procedure]
         if proc.touches is not None:
             return proc.touches
-        nested = self.nested_of.get(procedure)
-        if nested is not None and nested.touches is not None and nested.procedures[0] == procedure:
-            return nested.touches
-        return None
+        nested = self._spanning_root_of(procedure)
+        return None if nested is None else nested.touches
 
     def isolation(self, procedure: str) -> tuple[Isolation, int]:
         """The level and epoch a spanning procedure's batches run at: its own, or for the
         root of a spanning nested transaction, the transaction's."""
         proc = self.decl.procedures[procedure]
-        nested = self.nested_of.get(procedure)
-        if proc.touches is None and nested is not None and nested.touches is not None:
+        nested = self._spanning_root_of(procedure) if proc.touches is None else None
+        if nested is not None:
             return nested.isolation, nested.epoch
         return proc.isolation, proc.epoch
+
+    def _spanning_root_of(self, procedure: str) -> NestedTransaction | None:
+        """The spanning nested transaction `procedure` is the root of, if any."""
+        nested = self.nested_of.get(procedure)
+        if nested is not None and nested.touches is not None and nested.procedures[0] == procedure:
+            return nested
+        return None
 
     @property
     def hops(self) -> tuple[str, ...]:
