@@ -20,14 +20,16 @@ def send_openings(
     codec: BatchCodec,
     opening: dict[int, int],
     partitions: int,
+    after: Sequence[int] = (),
 ) -> list[int]:
-    """One `opens` batch per account; the number of batches each partition got."""
+    """One `opens` batch per account, numbered on from `after[p]` on partition p (0 if not
+    given); the number of batches each partition got."""
     per_partition = [0] * partitions
     for a, balance in opening.items():
         p = partition_of((a,), partitions)
         per_partition[p] += 1
         row = [{"account": a, "balance": balance}]
-        value = codec.encode("opens", per_partition[p], row)
+        value = codec.encode("opens", (after[p] if after else 0) + per_partition[p], row)
         send(producer, topics.stream("opens"), value, partition=p)
     return per_partition
 
@@ -38,9 +40,11 @@ def send_broadcast(
     codec: BatchCodec,
     batches: Sequence[list[Record]],
     partitions: int,
+    first: int = 1,
 ) -> None:
-    """Batch b (from 1) of `transfers` to every partition: each engine sees every batch."""
-    for b, batch in enumerate(batches, 1):
+    """Batch b (from `first`) of `transfers` to every partition: each engine sees every
+    batch."""
+    for b, batch in enumerate(batches, first):
         value = codec.encode("transfers", b, batch)
         for p in range(partitions):
             send(producer, topics.stream("transfers"), value, partition=p)

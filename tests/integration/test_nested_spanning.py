@@ -69,13 +69,17 @@ def test_nested_transfers_across_engines_equal_one_engine(kafka: KafkaEnv, tmp_p
     try:
         for w in workers:
             w.start()
-        send_openings(producer, topics, opens, opening, PARTITIONS)
+        per_partition = send_openings(producer, topics, opens, opening, PARTITIONS)
+        assert producer.flush(60) == 0
+        alive = lambda: all(w.supervisor.live_pid() is not None for w in workers)  # noqa: E731
+        # the accounts are open before any transfer: a spanning stream is ordered against
+        # other input only through commits
+        watch.wait({"opens": per_partition}, 120, alive)
         for b, batch in enumerate(batches, 1):
             for p in range(PARTITIONS):  # the spanning input reaches every engine
                 send(producer, topics.stream("transfers"), moves.encode("transfers", b, batch),
                      partition=p)  # fmt: skip
         assert producer.flush(60) == 0
-        alive = lambda: all(w.supervisor.live_pid() is not None for w in workers)  # noqa: E731
         watch.wait({"transfers": [len(batches)] * PARTITIONS}, 200, alive)
     finally:
         watch.close()

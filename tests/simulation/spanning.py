@@ -3,8 +3,9 @@
 An app runs on P real `PartitionEngine`s over in-memory committed state. Logs stand in for
 Kafka topics, one list of (stream, batch id, tuples) per partition: a spanning stream has
 the same batches on every partition (its producer broadcasts them), others are placed by the
-routing function. Topics are taken in phases (the order pipeline loads its catalogue before
-any event), and each engine's exchange partition receives the other engines' reads when
+routing function. A log is produced record by record at random steps, so an engine may
+catch up with its end; topics are taken in phases (the order pipeline loads its catalogue
+before any event), and each engine's exchange partition receives the other engines' reads when
 their task sends them, outside any transaction, some steps later, but before the group that
 holds the batch commits. The seed picks which engine acts next, whether it takes a record, sends or
 commits, and when an engine crashes (its uncommitted group and unsent reads are lost, and a
@@ -55,6 +56,8 @@ class SpanCluster:
         self.phases = [list(phase) for phase in phases]
         self.logs: dict[str, Log] = {t: log for phase in phases for t, log in phase.items()}
         self.logs[EXCHANGE] = [[] for _ in range(partitions)]
+        # topic -> per partition, how much of its log is produced so far
+        self.produced = {t: [0] * partitions for phase in phases for t in phase}
         self.bases = [MemoryState() for _ in range(partitions)]
         self.nodes = [self._start(p) for p in range(partitions)]
         self.outputs: list[OutputBatch] = []
@@ -63,12 +66,35 @@ class SpanCluster:
         return partition_of(key, self.partitions)
 
     def _start(self, p: int) -> _Node:
+        """An engine from `p`'s committed state; like a task, it catches up on the spanning
+        topics to their ends (those open: a later phase's topic is not produced yet)."""
         engine = PartitionEngine(self.df, self.bases[p], p, {}, owner=self.owner)
+        for topic in engine.spanning & set(self._open_topics()):
+            engine.spans.catch_up(topic, self._end(topic, p))
         return _Node(engine, {t: engine.position(t) for t in self.logs})
 
     def _committed(self, p: int, topics: list[str]) -> bool:
         engine = PartitionEngine(self.df, self.bases[p], p, {}, owner=self.owner)
         return all(engine.position(t) >= len(self.logs[t][p]) for t in topics)
+
+    def _end(self, topic: str, p: int) -> int:
+        """The end of `topic`'s log on partition `p` as produced so far."""
+        produced = self.produced.get(topic)
+        return len(self.logs[topic][p]) if produced is None else produced[p]
+
+    def _produce(self) -> bool:
+        """One more record of an open topic's log on one partition, if any is left."""
+        left = [
+            (t, q)
+            for t in self._open_topics()
+            for q in range(self.partitions)
+            if self.produced[t][q] < len(self.logs[t][q])
+        ]
+        if not left:
+            return False
+        t, q = self.rng.choice(left)
+        self.produced[t][q] += 1
+        return True
 
     def _open_topics(self) -> list[str]:
         """The topics of every phase whose predecessors are all committed everywhere."""
@@ -86,7 +112,7 @@ class SpanCluster:
             out.append(EXCHANGE)
         for t in self._open_topics():  # topics are named for their streams here
             held = engine.spans.holds(spanning=t in engine.spanning)
-            if not held and node.received[t] < len(self.logs[t][p]):
+            if not held and node.received[t] < self._end(t, p):
                 out.append(t)
         return out
 
@@ -124,6 +150,8 @@ class SpanCluster:
         for _ in range(max_steps):
             if self._done():
                 return
+            if self.rng.random() < 0.25 and self._produce():
+                continue
             p = self.rng.randrange(self.partitions)
             roll = self.rng.random()
             if roll < crash_rate and self.crashes < max_crashes:

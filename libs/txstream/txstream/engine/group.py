@@ -120,6 +120,9 @@ class Group:
     # stream -> the record of its last batch processed, whose digest `take_group` stores
     records: dict[str, bytes | None] = field(default_factory=dict)
     urgent: bool = False  # a 2PC vote waits in it: commit now, the partition is blocked
+    # per-partition work in it (a TE, an OLTP write, a 2PC decision): spanning batches wait
+    # for its commit, so that no read they send holds an uncommitted write (`SpanRunner`)
+    local: bool = False
 
     @property
     def empty(self) -> bool:

@@ -102,6 +102,7 @@ class PartitionEngine:
         self.participant = Participant(self)
         self.owner: Owner = owner or (lambda key: partition)
         self.spanning = frozenset(dataflow.spanning_streams)
+        self._local_in_flight = False  # the group taken in flight holds per-partition work
         self.spans = SpanRunner(self)
         self.history: History | None = None
         if len(self.spanning) == 1:
@@ -125,10 +126,18 @@ class PartitionEngine:
 
     def request(self, req: EngineRequest) -> bool:
         """An OLTP request; False if it must wait for a 2PC decision (nothing applied)."""
-        return self.participant.request(req)
+        applied = self.participant.request(req)
+        self.group.local |= applied and req.kind != "read"
+        return applied
 
     def decide(self, decision: Decision) -> None:
         self.participant.decide(decision)
+        self.group.local = True
+
+    @property
+    def local_uncommitted(self) -> bool:
+        """Per-partition work is in the group, or in the commit in flight."""
+        return self.group.local or self._local_in_flight
 
     def reinquire(self, every_s: float) -> bool:
         """Ask again for decisions awaited longer than `every_s`; True if any vote was re-sent."""
@@ -159,11 +168,13 @@ class PartitionEngine:
                 group.ws.put(SYS_TABLE, key, {"value": batch_digest(record)})
         group.records.clear()
         self.group = Group(WriteSet(group.ws)) if in_flight else Group()
+        self._local_in_flight = in_flight and group.local
         return group
 
     def committed(self) -> None:
         """The group taken last is in the base store: stop reading through it."""
         self.group.ws.parent = None
+        self._local_in_flight = False
 
     def sys_value(self, key: tuple[str, str, int]) -> int | None:
         row = read(self.group.ws, self.base, SYS_TABLE, key)
@@ -192,6 +203,7 @@ class PartitionEngine:
         last = self.sys_value(key)
         if stream in self.spanning:
             return self._spanning_batch(stream, batch_id, tuples, source, record, last)
+        self.group.local = True
         if last is None or batch_id > last:
             self._source = None if source is None else (stream, source[0], source[2])
             if self.journal is Journal.BORDER:
@@ -221,6 +233,7 @@ class PartitionEngine:
         run as one TE, and the position stays at the oldest waiting one."""
         proc = self.df.decl.procedures[procedure]
         inbox = self.inboxes.get(procedure)
+        self.group.local = True
         if inbox is None:
             if tuples:
                 self._dispatch(self.group.ws, proc, proc.input, batch_id, tuples)
@@ -246,7 +259,9 @@ class PartitionEngine:
         from here may pass it, and a later batch not above it is refused as stale."""
         key = last_batch_key(stream, self.partition)
         last = self.sys_value(key)
-        if stream not in self.spanning and (last is None or batch_id > last):
+        if stream in self.spanning:
+            self.spans.reached(source[0], source[2] + 1)
+        elif last is None or batch_id > last:
             self.set_sys(key, batch_id)
         if not self.spans.queue:
             self.passed(source)
@@ -350,6 +365,8 @@ class PartitionEngine:
         """A spanning stream's batch: queued if its id is above every id taken (queued or
         completed); an exact re-send is skipped, anything else dead-lettered. The input
         position moves only as queued batches complete (`SpanRunner`)."""
+        if source is not None:
+            self.spans.reached(source[0], source[2] + 1)
         queued = self.spans.last_queued(stream)
         seen = last if queued is None else queued
         if seen is None or batch_id > seen:

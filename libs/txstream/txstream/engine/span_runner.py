@@ -10,8 +10,15 @@ are in, and complete as they run: what a group commits is always a prefix of the
 the same results. (Running a later batch first would commit its writes without its place in
 the input, and the restart would apply them twice.)
 
-While any batch is queued, nothing else that could write this engine's keys may run here
-(an OLTP request, a per-partition batch): the task defers it (`holds`).
+A batch's reads go out at once, outside the engine's transaction, so what they saw must be
+what a restarted engine sees again when it re-runs the batch from the last commit. Three
+rules keep per-partition work (a per-partition batch, an OLTP write, a 2PC decision) out of
+every read sent before it commits, in whatever order the input topics are read again
+(`holds`): while any batch is queued, per-partition input waits (it could change rows whose
+values were sent); while per-partition work is not committed, spanning input waits (its
+reads would hold it); and after a restart, per-partition input waits until the spanning
+input is read to the committed end it had at the restart (`catch_up`), so every batch
+whose reads may have gone out before the crash runs again first, on the state they saw.
 
 Below PL3 a batch reads as of its epoch's start (`engine.epochs`): it waits only for the
 batches of earlier epochs on its keys, not for those of its own epoch.
@@ -82,6 +89,12 @@ class SpanHost(Protocol):
     group: Group
     owner: Owner
 
+    @property
+    def local_uncommitted(self) -> bool:
+        """Per-partition work is in the group, or in the commit in flight."""
+
+    def position(self, topic: str) -> int: ...
+
     def sys_value(self, key: tuple[str, str, int]) -> int | None: ...
 
     def set_sys(self, key: tuple[str, str, int], value: int) -> None: ...
@@ -116,14 +129,37 @@ class SpanRunner:
         self._inbox: dict[tuple[str, int], dict[int, dict[int, tuple[Reads, int]]]] = {}
         self._exchange: tuple[str, int] | None = None  # the exchange (topic, partition)
         self._exchange_next = 0
+        # spanning topic -> the offset its input must be read to before per-partition
+        # input is taken again (after a restart)
+        self._behind: dict[str, int] = {}
         self.epochs = EpochReads()
         if any(host.df.isolation(p.name)[0].epochs for p in host.df.decl.procedures.values()):
             self.epochs.load(host.group.ws, host.base)
 
     def holds(self, spanning: bool) -> bool:
-        """Whether input of this kind must wait: a spanning batch while the queue is full,
-        anything else while it is not empty."""
-        return len(self.queue) >= MAX_QUEUED if spanning else bool(self.queue)
+        """Whether input of this kind must wait: a spanning batch while the queue is full or
+        per-partition work is not committed, anything else while the queue is not empty or
+        the spanning input is still behind its end at the restart."""
+        if spanning:
+            return len(self.queue) >= MAX_QUEUED or self.host.local_uncommitted
+        return bool(self.queue or self._behind)
+
+    def catch_up(self, topic: str, end: int) -> None:
+        """At the start: per-partition input waits until spanning `topic` is read to `end`,
+        its committed end now (any batch whose reads went out before a crash is below it)."""
+        if end > self.host.position(topic):
+            self._behind[topic] = end
+
+    @property
+    def catching_up(self) -> bool:
+        """Per-partition input waits for the spanning input to reach its end at the start."""
+        return bool(self._behind)
+
+    def reached(self, topic: str, end: int) -> None:
+        """Spanning `topic` is read up to `end` (a record before it taken, or its end seen
+        with nothing of it left waiting)."""
+        if self._behind.get(topic, end) <= end:
+            self._behind.pop(topic, None)
 
     def process(
         self,

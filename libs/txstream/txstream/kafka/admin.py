@@ -204,6 +204,11 @@ class TopicAdmin:
         tp = TopicPartition(name, partition)
         return self._offsets([tp], _EARLIEST, IsolationLevel.READ_UNCOMMITTED)[partition]
 
+    def stable_end(self, name: str, partition: int) -> int:
+        """The last stable offset: what a read_committed consumer can read up to now."""
+        tp = TopicPartition(name, partition)
+        return self._offsets([tp], _LATEST, IsolationLevel.READ_COMMITTED)[partition]
+
     def delete_records(self, name: str, partition: int, before: int) -> None:
         """Truncate `name[partition]` below offset `before` (a command log after a snapshot)."""
         tp = TopicPartition(name, partition, before)

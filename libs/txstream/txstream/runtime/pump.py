@@ -5,19 +5,28 @@ read_committed, so it sees only batches whose producers committed. Records come 
 the first wait returns as soon as one record is there, and whatever else librdkafka has
 already fetched is taken with it, so a busy input is worked in runs and a quiet one waits
 no longer than one record's arrival.
+
+After a start, an app with spanning procedures gets only its spanning input (and the
+exchange, and 2PC decisions) until that input has caught up with its end at the start
+(`PartitionTask.held_back`): the others' partitions stay paused. The end of a partition is
+signalled by librdkafka (partition EOF), since a transaction's commit marker may sit at the
+last offset, which no record ever reaches.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from txstream.kafka.clients import read_committed_consumer_config
 from txstream.runtime.task import PartitionTask
+
+log = logging.getLogger(__name__)
 
 CommitInfo = dict[str, Any]
 FETCH_MAX_WAIT_MS = 10
@@ -29,10 +38,16 @@ class TaskPump:
         conf = read_committed_consumer_config(task.settings, f"pump-{uuid.uuid4().hex}")
         # A fetch that finds nothing returns within this bound, so a quiet input (reference
         # data, OLTP topics) never holds back the next fetch of a busy one.
-        self.consumer = Consumer({**conf, "fetch.wait.max.ms": FETCH_MAX_WAIT_MS})
+        eof = bool(task.held_back())
+        self.consumer = Consumer(
+            {**conf, "fetch.wait.max.ms": FETCH_MAX_WAIT_MS, "enable.partition.eof": eof}
+        )
         self.consumer.assign(
             [TopicPartition(t, task.partition, off) for t, off in positions.items()]
         )
+        self._paused = [TopicPartition(t, task.partition) for t in task.held_back()]
+        if self._paused:
+            self.consumer.pause(self._paused)
 
     def step(self, max_records: int = 500, timeout_s: float = 0.05) -> list[CommitInfo]:
         """Process what is available, starting a commit whenever a group is due (after any
@@ -49,7 +64,23 @@ class TaskPump:
         backlog = len(msgs) >= max_records  # a full poll: more is waiting
         for _ in self.task.run(records, backlog):
             finished += self.task.start_commit()
-        return finished + self.task.finish_commit()
+        finished += self.task.finish_commit()
+        if self._paused:
+            self._catch_up(msgs)
+        return finished
+
+    def _catch_up(self, msgs: list[Message]) -> None:
+        """Tell the task which inputs reached their end; resume the paused ones once it
+        holds them back no more."""
+        for msg in msgs:
+            err, topic = msg.error(), msg.topic()
+            if err is not None and err.code() == KafkaError._PARTITION_EOF and topic:
+                self.task.at_end(topic, msg.offset() or 0)
+        if not self.task.held_back():
+            log.info("p%d: spanning input caught up: %s resumed", self.task.partition,
+                     ", ".join(tp.topic for tp in self._paused))  # fmt: skip
+            self.consumer.resume(self._paused)
+            self._paused = []
 
     def lag(self) -> dict[str, int]:
         """Input records not yet processed, by topic, from the high watermarks librdkafka

@@ -113,6 +113,8 @@ class PartitionTask:
         # Inputs that arrive while a 2PC participant is blocked, in arrival order.
         self._deferred: deque[InputRecord] = deque()
         self._deferred_requests = 0  # of them, the coordinator's requests
+        # spanning topic -> the end the consumer reached while some of it was deferred
+        self._ends: dict[str, int] = {}
         self._abort_schema = registry.get("txstream.AbortRecord")
         self._notice_schema = registry.get("txstream.CommitNotice")
         self._group_started = 0.0
@@ -196,7 +198,41 @@ class PartitionTask:
         held = self.engine.load_prepared()
         if held:
             log.info("p%d holds prepared transactions %s until decided", self.partition, held)
+        self._catch_up()
         return self.rewind()
+
+    def _catch_up(self) -> None:
+        """Per-partition input waits until each spanning topic is read to its end as of
+        now, so a batch whose reads went out before a crash runs again first (`SpanRunner`)."""
+        if not self._spanning:
+            return
+        admin = TopicAdmin(self.settings)
+        for stream in self.engine.spanning:
+            topic = self.topics.stream(stream)
+            end = admin.stable_end(topic, self.partition)
+            self.engine.spans.catch_up(topic, end)
+            if self.engine.spans.catching_up:
+                log.info("p%d: other input waits until %s is read from %d to %d, its end now",
+                         self.partition, topic, self.engine.position(topic), end)  # fmt: skip
+
+    def held_back(self) -> list[str]:
+        """Input topics not to deliver yet: while the spanning input catches up after a
+        start, every per-partition one (border streams, repartitioned edges, requests)."""
+        if not (self._spanning and self.engine.spans.catching_up):
+            return []
+        spanning = {self.topics.stream(s) for s in self.engine.spanning}
+        flowing = spanning | {self.topics.exchange, self.topics.decisions}
+        return [t for t in self.inputs.topics if t not in flowing]
+
+    def at_end(self, topic: str, end: int) -> None:
+        """The consumer has read `topic` to its end, offset `end`: a spanning topic is
+        caught up once nothing of it waits among the deferred records."""
+        if not self._spanning:
+            return
+        if any(t == topic for t, *_ in self._deferred):
+            self._ends[topic] = end
+        else:
+            self.engine.spans.reached(topic, end)
 
     def _engines(self) -> int | None:
         """The app's partition count, which its changelog has (made with the other topics),
@@ -214,6 +250,7 @@ class PartitionTask:
         """The consumer is about to seek to `positions()`: forget records received past them."""
         self._deferred.clear()
         self._deferred_requests = 0
+        self._ends.clear()
         self._received = self.positions()
         return dict(self._received)
 
@@ -264,6 +301,8 @@ class PartitionTask:
         """Every read sent is acknowledged: a group that completes a spanning batch must
         not commit while this engine's reads for it could still be lost, since after the
         commit it would never send them again, and the others would wait for them."""
+        if self.engine.spans.outbox:
+            self._send_reads()
         if self._reads_producer is not None and self._reads_producer.flush(60) != 0:
             raise RuntimeError("spanning reads not delivered within 60 s")
         if self._reads_failed:
@@ -281,14 +320,22 @@ class PartitionTask:
             self._group_started = time.monotonic()
         if topic == self.topics.decisions or topic == self.topics.exchange:
             self._process(topic, offset, value, key)
-            while self._deferred and self._process(*self._deferred[0]):
-                if self._deferred.popleft()[0] == self.topics.requests:
-                    self._deferred_requests -= 1
+            self._drain()
         elif self._deferred and topic == self.topics.requests and self._read_ahead(offset, value):
             pass
         elif self._deferred or not self._process(topic, offset, value, key):
             self._deferred.append((topic, offset, value, key))
             self._deferred_requests += topic == self.topics.requests
+
+    def _drain(self) -> None:
+        """Process the deferred records, in arrival order, until one must wait again."""
+        while self._deferred and self._process(*self._deferred[0]):
+            if self._deferred.popleft()[0] == self.topics.requests:
+                self._deferred_requests -= 1
+        for topic, end in list(self._ends.items()):
+            if not any(t == topic for t, *_ in self._deferred):
+                del self._ends[topic]
+                self.engine.spans.reached(topic, end)
 
     def _read_ahead(self, offset: int, value: bytes | None) -> bool:
         """A query goes ahead of the records waiting (for spanning batches to run, or for a
@@ -459,6 +506,8 @@ class PartitionTask:
         full = group.batches >= self.policy.max_batches
         if self._in_flight is not None and not self._in_flight.sent.done():
             return full
+        if self._spanning and group.local and self._deferred:
+            return True  # spanning input may wait for this group's per-partition work
         elapsed_ms = (time.monotonic() - self._group_started) * 1000
         # A client waits on each OLTP reply: such a group waits at most OLTP_GROUP_MS.
         wait_ms = self.policy.wait_ms(backlog)
@@ -512,6 +561,10 @@ class PartitionTask:
             raise
         self.checked.committed(flight.positions)
         self.engine.committed()
+        if self._deferred:  # spanning input may have waited for this commit
+            self._drain()
+            if self._spanning and self.engine.spans.outbox:
+                self._send_reads()
         group = flight.group
         self._count(group, time.monotonic() - flight.started)
         if any(r.kind == "vote" for r in group.replies):
