@@ -258,14 +258,6 @@ class Participant:
                 req=req,
             )
             return
-        spanning = sorted(self.engine.df.spanning_streams)
-        if q.isolation == "serializable" and len(spanning) > 1:
-            detail = (
-                "a serializable query reads every engine as of one batch of the app's "
-                f"spanning stream, and this app has {len(spanning)}: {spanning}"
-            )
-            self._reply(req.txn_id, "rows", False, "bad_query", detail, req=req)
-            return
         # Snapshot and serializable wait for prepared transactions on the rows they read;
         # read_committed does not, and sees their before-images.
         if q.isolation != "read_committed":

@@ -105,7 +105,7 @@ class PartitionEngine:
         self._local_in_flight = False  # the group taken in flight holds per-partition work
         self.spans = SpanRunner(self)
         self.history: History | None = None
-        if len(self.spanning) == 1:
+        if self.spanning:  # one at most (`Dataflow`)
             (stream,) = self.spanning
             point = self.sys_value(last_batch_key(stream, partition))
             self.history = History(stream, point, frozenset(dataflow.decl.tables))

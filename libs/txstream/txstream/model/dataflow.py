@@ -99,7 +99,7 @@ def build_dataflow(decl: Declarations) -> Dataflow:
     rank = {name: i for i, name in enumerate(order)}
     nested_of = _nested_index(decl, rank, producers)
     _check_spanning_nested(decl, producers, consumers, nested_of)
-    return Dataflow(
+    dataflow = Dataflow(
         decl=decl,
         order=order,
         producers=producers,
@@ -109,6 +109,15 @@ def build_dataflow(decl: Declarations) -> Dataflow:
         },
         nested_of=nested_of,
     )
+    if len(dataflow.spanning_streams) > 1:
+        first, second, *_ = dataflow.spanning_streams
+        raise DataflowError(
+            f"streams {first!r} and {second!r} are both read by spanning procedures: an app "
+            "has one spanning stream, since each engine takes two topics in its own order, "
+            "and batches of the two would wait for each other across engines; merge them "
+            "into one stream (a field telling the kinds apart)"
+        )
+    return dataflow
 
 
 def _check_known(decl: Declarations, proc: Procedure) -> None:
