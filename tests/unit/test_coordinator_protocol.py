@@ -510,7 +510,7 @@ def test_an_engine_past_the_cut_is_asked_for_its_newest_batch_which_moves_the_cu
     c, acts = answered(q, (40, 37, 40))
     assert [p for p, _ in acts.requests] == [1]
     # partition 1 restarted past batch 40 and keeps no before-images from before it
-    acts = c.reply(EngineReply("0.1", 1, "rows", False, "too_old", "batch 40 ..."), 1.2)
+    acts = c.reply(EngineReply("0.1", 1, "rows", False, "too_old", "batch 40 ...", at=40), 1.2)
     assert acts.requests == [(1, read(q))]
     acts = c.reply(rows_at(1, 45), 1.3)
     q45 = Query("accounts", "serializable", at=45)
@@ -519,6 +519,23 @@ def test_an_engine_past_the_cut_is_asked_for_its_newest_batch_which_moves_the_cu
         acts = c.reply(rows_at(p, 45), 1.4)
     ((_, res),) = acts.results
     assert (res.status, res.at, len(res.table_rows())) == ("committed", 45, 3)
+
+
+def test_a_late_refusal_of_an_earlier_cut_is_not_another_restart() -> None:
+    """An engine's refusal of cut 37 may come more than once (its request was sent again):
+    after the first, the query has moved on, and the others must not use up its retries
+    (seen in the simulation of cuts: a snapshot failed without any crash)."""
+    c, acts = answered(Query("accounts", "snapshot"), (40, 37, 39))
+    refusal = EngineReply("0.1", 0, "rows", False, "too_old", "batch 37 ...", at=37)
+    acts = c.reply(refusal, 1.2)
+    assert acts.requests == [(0, read(Query("accounts", "snapshot")))]
+    for _ in range(3):
+        acts = c.reply(refusal, 1.3)
+        assert not acts.requests and not acts.results
+    acts = c.reply(rows_at(2, 37), 1.4)
+    acts = c.reply(rows_at(0, 41), 1.5)
+    q41 = Query("accounts", "snapshot", at=41)
+    assert sorted(acts.requests) == [(p, read(q41)) for p in (1, 2)]
 
 
 def test_a_serializable_read_gives_up_after_three_restarts_past_the_cut() -> None:

@@ -425,6 +425,8 @@ class Coordinator:
         r = self.reads.get(rep.txn_id)
         if r is None:
             return
+        if not rep.ok and rep.reason == "too_old" and rep.at != r.cut:
+            return  # a refusal of a cut the read has moved on from (its request sent again)
         if not rep.ok and rep.reason == "too_old" and r.retries < MAX_CUT_RETRIES:
             # that engine keeps no before-images back to the cut (it restarted, or began
             # keeping them for this query): its rows as of now, and a cut no older

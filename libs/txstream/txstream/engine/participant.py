@@ -323,7 +323,7 @@ class Participant:
             else:
                 body = json.dumps([[list(k), r] for k, r in matched])
         except TooOld as e:
-            self._reply(req.txn_id, "rows", False, "too_old", str(e), req=req)
+            self._reply(req.txn_id, "rows", False, "too_old", str(e), req=req, at=q.at)
             return
         except ValueError as e:
             self._reply(req.txn_id, "rows", False, "bad_query", str(e), req=req)

@@ -192,7 +192,8 @@ class EngineReply(Message):
     request_id: str = ""
     reply_to: str = ""
     epoch: int = 0  # a vote: its prepare's epoch, which the decision must carry
-    at: int | None = None  # a cut read's rows: the spanning batch they are as of
+    # a cut read's rows: the spanning batch they are as of; its refusal (too_old): the cut
+    at: int | None = None
 
 
 @dataclass(frozen=True)
