@@ -1,5 +1,5 @@
-"""Bank accounts opened on the real broker, each on the partition that owns it, and
-transfers sent to every partition (a spanning stream's input)."""
+"""Bank accounts opened on the real broker, each on the partition that owns it, transfers
+sent to every partition (a spanning stream's input), and their outcomes read back."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ from collections.abc import Sequence
 
 from confluent_kafka import Producer
 
+from txstream.config import Settings
 from txstream.kafka.clients import send
+from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Record
@@ -48,3 +50,16 @@ def send_broadcast(
         value = codec.encode("transfers", b, batch)
         for p in range(partitions):
             send(producer, topics.stream("transfers"), value, partition=p)
+
+
+def transfer_outcomes(
+    settings: Settings, topics: AppTopics, codec: BatchCodec, partitions: int
+) -> dict[int, str]:
+    """Each transfer's committed outcome, refusing a second one."""
+    got: dict[int, str] = {}
+    for p in range(partitions):
+        for msg in read_to_committed_end(settings, topics.stream("transfer_outcomes"), p):
+            for t in codec.decode(msg.value() or b"").tuples:
+                assert t["seq"] not in got, f"transfer {t['seq']} reported twice"
+                got[t["seq"]] = t["outcome"]
+    return got

@@ -26,13 +26,12 @@ from orders.commits import CommitWatch
 from tests.conftest import KafkaEnv
 from tests.faults.killer import kill_leftovers
 from tests.faults.scale import LONG
-from tests.integration.openings import send_broadcast, send_openings
+from tests.integration.openings import send_broadcast, send_openings, transfer_outcomes
 from tests.service_process import ServiceProcess
 from tests.simulation.spanning import random_transfers
 from txstream import Isolation
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config, transactional_producer_config
-from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.recovery.changelog import committed_tables
@@ -97,12 +96,7 @@ def test_transfers_at_pl2_equal_their_epoch_reference(
         kill_leftovers(settings.home)
 
     codec = BatchCodec(registry.get("bank.TransferOutcome"))
-    outcomes: dict[int, str] = {}
-    for p in range(PARTITIONS):
-        for msg in read_to_committed_end(settings, topics.stream("transfer_outcomes"), p):
-            for t in codec.decode(msg.value() or b"").tuples:
-                assert t["seq"] not in outcomes, f"transfer {t['seq']} reported twice"
-                outcomes[t["seq"]] = t["outcome"]
+    outcomes = transfer_outcomes(settings, topics, codec, PARTITIONS)
     state = StateCodec(app.dataflow(), registry)
     tables = committed_tables(settings, state, topics.changelog, PARTITIONS)
     balances = {k[0]: row["balance"] for k, row in tables["accounts"].items()}

@@ -26,13 +26,11 @@ from orders.commits import CommitWatch
 from tests.conftest import KafkaEnv
 from tests.faults.killer import kill_leftovers
 from tests.faults.scale import LONG
-from tests.integration.openings import send_broadcast, send_openings
+from tests.integration.openings import send_broadcast, send_openings, transfer_outcomes
 from tests.service_process import ServiceProcess
 from tests.simulation.spanning import random_transfers
-from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config
-from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.recovery.changelog import committed_tables
 from txstream.schemas.codec import BatchCodec
@@ -45,17 +43,6 @@ pytestmark = pytest.mark.integration
 PARTITIONS, FIRST, WAVES, PER_WAVE, K = 2, 6, 8, 3, 2
 # (seed, waves after which the worker is killed)
 RUNS = [(5, (4,))] + ([(s, (1, 3, 5, 7)) for s in (6, 7, 8)] if LONG else [])
-
-
-def outcomes(settings: Settings, topics: AppTopics, codec: BatchCodec) -> dict[int, str]:
-    """Each transfer's committed outcome, refusing a second one."""
-    got: dict[int, str] = {}
-    for p in range(PARTITIONS):
-        for msg in read_to_committed_end(settings, topics.stream("transfer_outcomes"), p):
-            for t in codec.decode(msg.value() or b"").tuples:
-                assert t["seq"] not in got, f"transfer {t['seq']} reported twice"
-                got[t["seq"]] = t["outcome"]
-    return got
 
 
 @pytest.mark.timeout(300)
@@ -105,7 +92,7 @@ def test_transfers_interleaved_with_openings_survive_sigkills(
     alive: Callable[[], bool] = lambda: worker.alive()  # noqa: E731
     try:
         watch.wait({"transfers": [len(batches)] * PARTITIONS, "opens": sent_opens}, 120, alive)
-        first = outcomes(settings, topics, outcome)
+        first = transfer_outcomes(settings, topics, outcome, PARTITIONS)
         assert set(first.values()) == {"no_account"}, "a transfer ran after an opening"
         assert "other input waits until" in log.read_text()
 
@@ -124,7 +111,7 @@ def test_transfers_interleaved_with_openings_survive_sigkills(
         worker.kill()
         kill_leftovers(settings.home)
 
-    got = outcomes(settings, topics, outcome)
+    got = transfer_outcomes(settings, topics, outcome, PARTITIONS)
     assert sorted(got) == list(range(len(batches) * K))
     assert "done" in got.values()
     codec = StateCodec(app.dataflow(), registry)

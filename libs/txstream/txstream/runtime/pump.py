@@ -38,14 +38,14 @@ class TaskPump:
         conf = read_committed_consumer_config(task.settings, f"pump-{uuid.uuid4().hex}")
         # A fetch that finds nothing returns within this bound, so a quiet input (reference
         # data, OLTP topics) never holds back the next fetch of a busy one.
-        eof = bool(task.held_back())
+        self._paused = [TopicPartition(t, task.partition) for t in task.held_back()]
+        eof = bool(self._paused)  # the end of a partition is looked for only to catch up
         self.consumer = Consumer(
             {**conf, "fetch.wait.max.ms": FETCH_MAX_WAIT_MS, "enable.partition.eof": eof}
         )
         self.consumer.assign(
             [TopicPartition(t, task.partition, off) for t, off in positions.items()]
         )
-        self._paused = [TopicPartition(t, task.partition) for t in task.held_back()]
         if self._paused:
             self.consumer.pause(self._paused)
 

@@ -229,10 +229,8 @@ class PartitionTask:
         caught up once nothing of it waits among the deferred records."""
         if not self._spanning:
             return
-        if any(t == topic for t, *_ in self._deferred):
-            self._ends[topic] = end
-        else:
-            self.engine.spans.reached(topic, end)
+        self._ends[topic] = end
+        self._reach_ends()
 
     def _engines(self) -> int | None:
         """The app's partition count, which its changelog has (made with the other topics),
@@ -332,6 +330,11 @@ class PartitionTask:
         while self._deferred and self._process(*self._deferred[0]):
             if self._deferred.popleft()[0] == self.topics.requests:
                 self._deferred_requests -= 1
+        self._reach_ends()
+
+    def _reach_ends(self) -> None:
+        """Each spanning topic read to its end with none of its records deferred any more
+        is read up to that end."""
         for topic, end in list(self._ends.items()):
             if not any(t == topic for t, *_ in self._deferred):
                 del self._ends[topic]

@@ -107,7 +107,7 @@ def verify(
     if spanning:  # one reference for every partition together
         ran = _merged(runs, spanning)
         committed = committed_tables(settings, state_codec, topics.changelog, partitions)
-        owner = lambda key: partition_of(key, partitions)  # noqa: E731
+        owner = partial(partition_of, partitions=partitions)
         found = _first_difference(app, settings, ran, committed, owner)
         return Verdict(partitions, len(ran), found)
     for p, ran in enumerate(runs):
