@@ -96,7 +96,9 @@ test: setup lint
 # the ETL on a secured cluster (tests/integration/test_security.py); and the order pipeline
 # on more partition, worker and batch-size choices, and with its workers SIGKILLed
 # (tests/faults/test_orders_kill.py), and a repartitioned edge with its workers SIGKILLed
-# (tests/faults/test_hops_kill.py); and, left out of `make test` to keep it short, the bank
+# (tests/faults/test_hops_kill.py), and promised reservations with the coordinator and
+# workers SIGKILLed (tests/faults/test_promises_kill.py: 3 seeds of 6 kills; `make test`
+# runs one of 2); and, left out of `make test` to keep it short, the bank
 # run with its coordinator and workers killed, the sequencer killed mid-stream and three
 # brokers with one killed (tests/integration/test_cluster.py), the broker SIGKILLed under a
 # worker (tests/faults/test_broker_kill.py), and a stream's schema changed under the warehouse
@@ -130,6 +132,7 @@ bench: up peers-venv
 	  --recovery-batches 5000 --out build/bench/recovery_bench.json --figures build/bench
 	$(BIN)/python bench/bank_bench.py --accounts 100000 --transfers 1000 --out build/bench/bank_bench.json
 	$(BIN)/python -m bench.ycsb_bench --records 10000 --ops 5000
+	$(BIN)/python -m bench.inventory_bench --reservations 1000
 	$(BIN)/python bench/etl_bench.py --votes 20000 --rate 1000
 	$(BIN)/python bench/orders_bench.py --events 3000 --workers 1,2 --batch-sizes 1 --out build/bench/orders_bench.json
 	$(BIN)/python bench/transfers_bench.py --accounts 2000 --transfers 3000 --workers 1 --batch-sizes 1,10
@@ -148,6 +151,7 @@ bench-full: up peers-venv
 	$(BIN)/python bench/recovery_bench.py --batches 5000 --batches-off 100 --recovery-batches 5000,50000
 	$(BIN)/python bench/bank_bench.py --accounts 100000 --transfers 6000
 	$(BIN)/python -m bench.ycsb_bench --records 100000 --ops 50000
+	$(BIN)/python -m bench.inventory_bench --reservations 10000
 	$(BIN)/python bench/etl_bench.py --votes 50000 --rate 1000
 	$(BIN)/python bench/orders_bench.py --events 20000 --workers 1,2,4 --batch-sizes 1,10
 	$(BIN)/python bench/transfers_bench.py --accounts 10000 --transfers 20000 --workers 1,2 --batch-sizes 1,10

@@ -124,9 +124,16 @@ def operations(workload: str, records: int, count: int, seed: int) -> list[Op]:
 
 
 @contextmanager
-def txstream_app(settings: Settings, name: str, partitions: int, workers: int) -> Iterator[None]:
+def txstream_app(
+    settings: Settings,
+    name: str,
+    partitions: int,
+    workers: int,
+    factory: str = "ycsb.dataflow:from_params",
+) -> Iterator[None]:
+    """The app `factory` makes, named `name`, with its coordinator and `workers` workers."""
     ensure_topics(TopicAdmin(settings), AppTopics(name), [], partitions, oltp=True)
-    app = ["--app", "ycsb.dataflow:from_params", "--params", json.dumps({"name": name})]
+    app = ["--app", factory, "--params", json.dumps({"name": name})]
     txstream = str(Path(sys.executable).with_name("txstream"))
     policy = Policy(max_restarts=3, window_s=60.0)
     services = [Supervised(f"{name}-coordinator", [txstream, "coordinator", "run", *app],

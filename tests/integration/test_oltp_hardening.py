@@ -8,7 +8,8 @@ Covered: a request whose `reply_to` names an internal topic is refused, so a fai
 can no longer land on `<app>.decisions` and decode there as a COMMIT; a record of another
 message type on the decisions topic is dead-lettered, not decided; a decision whose epoch
 is not the prepare's is ignored, and the right decision still commits; garbage on the
-requests and decisions topics is dead-lettered and the engine goes on serving; parameters
+requests and decisions topics is dead-lettered and the engine goes on serving; a promise
+anywhere but the promises topic, and anything else there, is dead-lettered; parameters
 that do not fit a transaction's declared signature fail as `bad_request`.
 """
 
@@ -243,6 +244,30 @@ def test_garbage_on_requests_and_decisions_is_dead_lettered(harness: Harness) ->
     # the engine goes on: a good request still gets its result
     a = h.open_account(0)
     assert h.balance(a) == 100
+
+
+def test_requests_and_promises_each_keep_to_their_own_topic(harness: Harness) -> None:
+    """Clients may write promises, so the engine takes nothing else from that topic (a
+    forged `run` there would bypass the coordinator), and no promise from the requests
+    topic: both are dead letters that change nothing."""
+    h = harness
+    a = h.open_account(0)
+    debit = [fragment(a, "debit", account=a, amount=7)]
+    forged = EngineRequest("1.998", 1, "run", "r1", h.topics.oltp_out, debit)
+    misplaced = EngineRequest("p.r2", 0, "promise", "r2", h.topics.oltp_out, debit)
+    before = len(h.dead_letters())
+    h.produce(h.topics.promises, h.wire.encode(forged))
+    last = h.produce(h.topics.requests, h.wire.encode(misplaced))
+    h.read_past(h.topics.requests, last)
+    h.read_past(h.topics.promises, h.produce(h.topics.promises, b"\xca"))
+    letters = h.dead_letters()[before:]
+    assert [str(d["reason"]) for d in letters] == ["undecodable"] * 3, letters
+    assert sum("takes promises only" in str(d["error"]) for d in letters) == 2
+    assert h.balance(a) == 100
+    # a promise where promises go runs, and is serialized by the coordinator
+    p = h.client.promise(debit)
+    assert p.promised() > 0
+    assert h.result(p.final).ok and h.balance(a) == 93
 
 
 @pytest.mark.parametrize(

@@ -35,5 +35,6 @@ def test_an_app_is_written_with_the_public_api_alone() -> None:
 
 def test_inputs_add_the_coordinators_topics_for_an_app_with_transactions() -> None:
     inputs = Inputs.of(build_bank())
-    assert inputs.oltp == ("bank.requests", "bank.decisions")
-    assert inputs.topics[-2:] == ["bank.requests", "bank.decisions"]
+    # and the clients' promises (BASIC transactions), which only transactions make
+    assert inputs.oltp == ("bank.requests", "bank.decisions", "bank.promises")
+    assert inputs.topics[-3:] == ["bank.requests", "bank.decisions", "bank.promises"]

@@ -95,12 +95,13 @@ def test_only_the_coordinator_may_write_requests_decisions_and_its_log() -> None
         assert rights(topics, "coordinator", topic) == {("ALLOW", "ALL")}
 
 
-def test_a_client_writes_only_inbound_streams_and_oltp_requests() -> None:
+def test_a_client_writes_only_inbound_streams_oltp_requests_and_promises() -> None:
     topics = AppTopics("bank")
     writable = {
         name
         for permission, operation, _, _, name in bindings(topics, "client")
         if (permission, operation) == ("ALLOW", "WRITE")
     }
-    assert writable == {"bank.payroll", "bank.oltp.in"}
+    # promises go straight to the engines, which take nothing but promises from there
+    assert writable == {"bank.payroll", "bank.oltp.in", "bank.promises"}
     assert ("ALLOW", "READ") in rights(topics, "client", topics.stream("audit"))

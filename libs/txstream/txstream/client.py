@@ -3,6 +3,9 @@
 Requests go to `<app>.oltp.in`; results come back on `<app>.oltp.out`, read committed, so
 a result is seen only once what it reports is durable. One background thread reads the
 results and completes the waiting futures; `submit` keeps many requests in flight.
+A promised (BASIC) transaction goes straight to its partition's log instead
+(`<app>.promises`): the broker's acknowledgement is the promise, and the final status
+comes later on the same results topic (`engine.promises`, `docs/consistency.md`).
 """
 
 from __future__ import annotations
@@ -14,9 +17,11 @@ import uuid
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from time import perf_counter
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
 from txstream.config import Settings
 from txstream.kafka.clients import (
@@ -24,9 +29,11 @@ from txstream.kafka.clients import (
     read_committed_consumer_config,
     send,
 )
+from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Key
 from txstream.oltp.messages import (
+    EngineRequest,
     Fragment,
     Query,
     TxnRequest,
@@ -34,6 +41,7 @@ from txstream.oltp.messages import (
     Wire,
     WireDecodeError,
     key_json,
+    key_of,
 )
 from txstream.oltp.predicates import Aggregate, Condition
 from txstream.schemas.registry import SchemaRegistry
@@ -43,6 +51,29 @@ log = logging.getLogger(__name__)
 
 class OltpTimeout(TimeoutError):
     """No result in time: the outcome is unknown (the coordinator may still finish it)."""
+
+
+@dataclass(frozen=True)
+class Promise:
+    """A promised transaction: durable once `promised()` returns, final at `status()`."""
+
+    request_id: str
+    durable: Future[float]  # seconds from the send to the broker's acknowledgement
+    final: Future[TxnResult]
+
+    def promised(self, timeout_s: float = 30.0) -> float:
+        """Wait for the promise (its partition's log has it); the seconds it took."""
+        try:
+            return self.durable.result(timeout_s)
+        except FutureTimeout as e:
+            raise OltpTimeout("the broker did not acknowledge the promise: is it up?") from e
+
+    def status(self, timeout_s: float = 60.0) -> TxnResult:
+        """Wait for the final status: committed, or aborted with the reason."""
+        try:
+            return self.final.result(timeout_s)
+        except FutureTimeout as e:
+            raise OltpTimeout("no final status yet: are the workers and coordinator up?") from e
 
 
 class TxClient:
@@ -63,6 +94,10 @@ class TxClient:
         self.consumer.assign([TopicPartition(self.topics.oltp_out, 0, high)])
         self._reader = threading.Thread(target=self._read, name="txclient-results", daemon=True)
         self._reader.start()
+        self._partitions: int | None = None
+        # serves the producer's delivery reports at once: each one completes a promise
+        self._poller = threading.Thread(target=self._poll, name="txclient-acks", daemon=True)
+        self._poller.start()
 
     def __enter__(self) -> TxClient:
         return self
@@ -86,6 +121,54 @@ class TxClient:
         send(self.producer, self.topics.oltp_in, self.wire.encode(req), partition=0)
         self.producer.poll(0)
         return future
+
+    def promise(self, fragments: Sequence[Fragment]) -> Promise:
+        """Send a promised (BASIC) transaction: no coordinator round before the promise.
+        Its fragments run on one partition; aggregation constraints are checked when it
+        is serialized, and `Promise.status()` tells how that ended."""
+        parts = self._partition_count()
+        placed = {partition_of(key_of(f.key), parts) for f in fragments}
+        if len(placed) != 1:
+            raise ValueError(
+                "a promised transaction runs on one partition: give it at least one "
+                f"fragment, all with keys on one partition (these are on {sorted(placed)})"
+            )
+        request_id = uuid.uuid4().hex
+        durable: Future[float] = Future()
+        final: Future[TxnResult] = Future()
+        with self._lock:
+            self._pending[request_id] = final
+        req = EngineRequest(
+            f"p.{request_id}", 0, "promise", request_id, self.topics.oltp_out, list(fragments)
+        )
+        started = perf_counter()
+
+        def acknowledged(err: KafkaError | None, _: Message) -> None:
+            if err is None:
+                durable.set_result(perf_counter() - started)
+                return
+            with self._lock:
+                self._pending.pop(request_id, None)
+            problem = RuntimeError(f"promise not written to {self.topics.promises}: {err}")
+            durable.set_exception(problem)
+            final.set_exception(problem)
+
+        send(self.producer, self.topics.promises, self.wire.encode(req), partition=placed.pop(),
+             on_delivery=acknowledged)  # fmt: skip
+        return Promise(request_id, durable, final)
+
+    def _partition_count(self) -> int:
+        if self._partitions is None:
+            meta = self.producer.list_topics(self.topics.promises, timeout=30)
+            topic = meta.topics.get(self.topics.promises)
+            if topic is None or topic.error is not None or not topic.partitions:
+                raise RuntimeError(f"no topic {self.topics.promises}: is the app's worker up?")
+            self._partitions = len(topic.partitions)
+        return self._partitions
+
+    def _poll(self) -> None:
+        while not self._stop.is_set():
+            self.producer.poll(0.05)
 
     def call(self, fragments: Sequence[Fragment], timeout_s: float | None = None) -> TxnResult:
         return self.wait(self.submit(fragments, timeout_s=timeout_s), timeout_s)
@@ -140,6 +223,7 @@ class TxClient:
     def close(self) -> None:
         self._stop.set()
         self._reader.join(5)
+        self._poller.join(5)
         self.consumer.close()
         self.producer.flush(10)
 

@@ -16,6 +16,14 @@ logged only once every participant has acknowledged the decision and so none wil
 again (an unknown transaction is presumed aborted, as before). Truncating rather than
 compacting keeps the log a plain sequence that `recover` replays unchanged.
 
+SERIALIZE (split commit, `engine/promises.py`) runs here too: an engine's `promise` reply
+carries a promised transaction's deltas to the aggregation constraints' running totals
+(`serialize.Totals`); the coordinator commits or aborts it in the order the replies come,
+logs that (`serialized`, which opens it like a begin and decides it at once) with its input
+offsets, and sends the decision like a 2PC one. The totals are rebuilt from the log:
+`serialized` records add their deltas, a `totals` record (written now and then) holds all
+of them, and the log is kept from the newest `totals` record on.
+
 A decision carries the epoch of the prepare it decides (the begin's), however many times
 the coordinator restarts before every participant has it; a participant takes a decision
 only at that epoch. Who wrote a decision cannot be checked here: Kafka records carry no
@@ -35,6 +43,7 @@ from typing import Any
 
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
+from txstream.model.aggregates import AggregateConstraint
 from txstream.model.declarations import Transaction
 from txstream.oltp.messages import (
     ISOLATIONS,
@@ -49,10 +58,12 @@ from txstream.oltp.messages import (
     key_of,
 )
 from txstream.oltp.predicates import aggregates_of, combine
+from txstream_coordinator.serialize import Totals
 
 _KEPT_OUTCOMES = 1_000_000
 MAX_RESULT_BYTES = 900 * 1024  # a result is one Kafka record: 1 MiB by default
 MAX_CUT_RETRIES = 3  # a cut read asks again an engine that could not go back to the cut
+TOTALS_EVERY_S = 10.0  # SERIALIZE's running totals logged whole, at most this often
 
 
 @dataclass
@@ -63,9 +74,10 @@ class Actions:
     decisions: list[tuple[int, Decision]] = field(default_factory=list)
     # requests answered nowhere, since their reply_to may not take a result: (request, why)
     refused: list[tuple[TxnRequest, str]] = field(default_factory=list)
+    statuses: list[TxnResult] = field(default_factory=list)  # promises' final statuses
 
     def __bool__(self) -> bool:
-        return bool(self.log or self.requests or self.results or self.decisions)
+        return bool(self.log or self.requests or self.results or self.decisions or self.statuses)
 
     def extend(self, other: Actions) -> None:
         self.log += other.log
@@ -73,6 +85,7 @@ class Actions:
         self.results += other.results
         self.decisions += other.decisions
         self.refused += other.refused
+        self.statuses += other.statuses
 
 
 @dataclass
@@ -115,6 +128,7 @@ class Coordinator:
         tables: Iterable[str] = (),
         resend_s: float = 2.0,
         on_count: Callable[[str], None] = lambda outcome: None,
+        bounds: Iterable[AggregateConstraint] = (),
     ) -> None:
         self.partitions = partitions
         self.topics = topics
@@ -129,6 +143,9 @@ class Coordinator:
         self.counts: dict[str, int] = {}
         self._on_count = on_count
         self._last_logged: int | None = None  # the log offset of the newest record
+        self.totals = Totals(bounds)
+        self._totals_offset: int | None = None  # of the newest totals record
+        self._totals_due = 0.0
 
     # -- start -----------------------------------------------------------------------
 
@@ -142,11 +159,16 @@ class Coordinator:
         for offset, r in records:
             self._last_logged = offset
             self.epoch = max(self.epoch, r.epoch)
-            if r.kind == "begin":
+            if r.kind in ("begin", "serialized"):
                 begun[r.txn_id] = r
                 first[r.txn_id] = offset
-            elif r.kind == "decision":
+            if r.kind in ("decision", "serialized"):
                 decided[r.txn_id] = r
+            if r.kind == "serialized" and r.commit:
+                self.totals.add(json.loads(r.results))
+            elif r.kind == "totals":
+                self.totals.load(r.results)
+                self._totals_offset = offset
             elif r.kind == "end":
                 begun.pop(r.txn_id, None)
                 d = decided.pop(r.txn_id, None)
@@ -177,10 +199,12 @@ class Coordinator:
     def logged(self, record: CoordinatorLog, offset: int) -> None:
         """The runtime's word that `record` (of these actions) is committed at `offset`."""
         self._last_logged = offset
-        if record.kind == "begin":
+        if record.kind in ("begin", "serialized"):
             t = self.active.get(record.txn_id)
             if t is not None:
                 t.first_offset = offset
+        elif record.kind == "totals":
+            self._totals_offset = offset
 
     def truncation_point(self) -> int | None:
         """The offset below which the log may be deleted (None: nothing logged yet).
@@ -193,6 +217,8 @@ class Coordinator:
         if self._last_logged is None:
             return None
         firsts = [t.first_offset for t in self.active.values() if t.first_offset is not None]
+        if self.totals.values:  # the newest whole totals, and every delta since
+            firsts.append(self._totals_offset or 0)
         return min([*firsts, self._last_logged])
 
     # -- inputs ------------------------------------------------------------------------
@@ -282,6 +308,8 @@ class Coordinator:
             self._vote(rep, now, acts)
         elif rep.kind == "ack":
             self._ack(rep, acts)
+        elif rep.kind == "promise":
+            self._serialize(rep, now, acts)
         return acts
 
     def tick(self, now: float) -> Actions:
@@ -296,6 +324,9 @@ class Coordinator:
                 )
             elif t.commit is not None and now >= t.resend_at:
                 self._send_decision(t, [p for p in t.participants if p not in t.acks], now, acts)
+        if self.totals.changed and now >= self._totals_due:
+            self._totals_due = now + TOTALS_EVERY_S
+            acts.log.append(CoordinatorLog("totals", self.epoch, results=self.totals.dump()))
         for txn_id, r in list(self.reads.items()):
             if now < r.deadline and now >= r.resend_at and r.query.isolation != "read_committed":
                 # an engine that restarted lost the read it held for a batch: ask again
@@ -397,6 +428,40 @@ class Coordinator:
         """Each fragment's result in request order, from the votes of its partitions."""
         per = {p: iter(json.loads(v.results)) for p, v in t.votes.items()}
         return json.dumps([next(per[p], None) for p in t.placement])
+
+    # -- SERIALIZE -----------------------------------------------------------------------
+
+    def _serialize(self, rep: EngineReply, now: float, acts: Actions) -> None:
+        """A promised transaction, run and held by its partition (`engine.promises`): its
+        place in the serial order is now, and its final status follows from the totals as
+        they stand. A commit adds its deltas; the decision goes to the partition (and
+        again until acknowledged, like a 2PC decision), the status to the client and to
+        the statuses topic."""
+        if rep.txn_id in self.active or rep.txn_id in self.outcomes:
+            return  # serialized already: an engine replies once per promise
+        problem = None if rep.ok else (rep.reason, rep.detail)
+        deltas = json.loads(rep.rows) if rep.ok else []
+        if problem is None:
+            problem = self.totals.problem(deltas)
+        commit = problem is None
+        reason, detail = problem or ("", "")
+        if rep.ok:  # held on its partition: decided here, and logged
+            if commit:
+                self.totals.add(deltas)
+            t = _TwoPC(rep.txn_id, rep.epoch, rep.request_id, rep.reply_to, [rep.partition],
+                       [rep.partition], now, commit=commit)  # fmt: skip
+            self.active[t.txn_id] = t
+            logged = CoordinatorLog("serialized", self.epoch, t.txn_id, t.participants, commit,
+                                    reason, t.request_id, t.reply_to, rep.rows)  # fmt: skip
+            acts.log.append(logged)
+            self._send_decision(t, t.participants, now, acts)
+        status = "committed" if commit else "aborted"
+        self._count(f"promise_{status}" if commit else f"promise_aborted_{reason}")
+        result = TxnResult(rep.request_id, rep.txn_id, status, reason, detail,
+                           rep.results if commit else "[]", partitions=[rep.partition])  # fmt: skip
+        acts.statuses.append(result)
+        if self.topics.reply_problem(rep.reply_to) is None:  # a client chose it: checked
+            acts.results.append((rep.reply_to, result))
 
     # -- reads ---------------------------------------------------------------------------
 

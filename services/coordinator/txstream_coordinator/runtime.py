@@ -132,6 +132,7 @@ class CoordinatorService:
             decl.tables,
             self.resend_s,
             on_count=lambda outcome: metrics.OUTCOMES.labels(outcome).inc(),
+            bounds=[a for t in decl.tables.values() for a in t.aggregates],
         )
 
     def _take_over(self) -> None:
@@ -294,6 +295,9 @@ class CoordinatorService:
         for reply_to, result in acts.results:
             key = result.request_id.encode()
             out.append(_Send(reply_to, self.wire.encode(result), 0, key))
+        for status in acts.statuses:
+            key = status.request_id.encode()
+            out.append(_Send(self.topics.statuses, self.wire.encode(status), 0, key))
         for part, d in acts.decisions:
             if failpoints.hit("coordinator.drop_decision"):
                 log.warning("failpoint: dropping the decision on %s to %d", d.txn_id, part)

@@ -66,6 +66,8 @@ class TableView:
         for c in self._table.constraints:
             if not c.check(value):
                 raise ConstraintViolation(name, c.name, k)
+        if self._table.aggregates:
+            self._bounded(k, value)
         ws = ctx.ws
         ws.put(name, k, self._copy(value))
         if ws.formulas:
@@ -76,6 +78,8 @@ class TableView:
     def delete(self, key: Key | int | str) -> None:
         k = as_key(key)
         self._ctx.check(self._name, k)
+        if self._table.aggregates:
+            self._bounded(k, None)
         self._ctx.ws.put(self._name, k, TOMBSTONE)
         formulas.unpin(self._ctx.ws, self._name, k)
 
@@ -110,6 +114,8 @@ class TableView:
         for c in self._table.constraints:
             if not c.check(new):
                 raise ConstraintViolation(name, c.name, k)
+        if self._table.aggregates and not (ctx.basic and op == "add"):
+            self._bounded(k, new)
         ws = ctx.ws
         plain = formulas.pinned(ws, name, k)
         ws.put(name, k, new)
@@ -117,6 +123,29 @@ class TableView:
         if name in ctx._insert_triggers:
             ctx.fire_insert(name, private(new))
         return self._copy(new)
+
+    def _bounded(self, key: Key, new: Record | None) -> None:
+        """A write to a table with aggregation constraints: their sums change only by
+        promised transactions' additions, which SERIALIZE checks in one order
+        (`model.aggregates`); so elsewhere a summed field keeps its value (0 for a row
+        created or deleted), and a promised transaction only adds to it."""
+        ctx = self._ctx
+        old = read(ctx.ws, ctx.base, self._name, key)
+        for a in self._table.aggregates:
+            before = 0 if old is None else old.get(a.field, 0)
+            after = 0 if new is None else new.get(a.field, 0)
+            if before == after:
+                continue
+            how = (
+                "a promised (BASIC) transaction changes it with add() only"
+                if ctx.basic
+                else "only promised (BASIC) transactions change it, with add()"
+            )
+            raise TxnAbort(
+                "aggregate_bound",
+                f"table {self._name!r} key {list(key)}: {a.field} {before!r} -> {after!r} "
+                f"is under '{a.text}': {how}",
+            )
 
     def scan(self, prefix: Key | int | str = ()) -> Iterator[tuple[Key, Record]]:
         """Rows whose key starts with `prefix`, in key order (materialized; safe to write)."""
@@ -188,6 +217,9 @@ class TxnContext:
         self._on_slide = on_slide
         self._guard = guard
         self._flat_tables = flat_tables
+        # a promised transaction (`engine.promises`): sums under aggregation constraints
+        # change by its add() formulas, checked when it is serialized
+        self.basic = False
 
     def check(self, table: str, key: Key | None) -> None:
         if self._guard is not None:

@@ -30,6 +30,7 @@ from typing import Any, Protocol
 from txstream.engine.context import TxnContext
 from txstream.engine.group import AbortRecord, Group, Seal
 from txstream.engine.history import History, TooOld
+from txstream.engine.promises import Promises
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, scan
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Procedure, Record
@@ -100,13 +101,16 @@ class Participant:
         self._aborted: deque[str] = deque(maxlen=_REMEMBERED_ABORTS)
         # Serializable reads of a batch not run here yet, answered once it has run.
         self.parked: deque[EngineRequest] = deque()
+        self.promises = Promises(engine.base, lambda: engine.group)
 
     @property
     def blocked(self) -> bool:
         return bool(self.prepared)
 
     def load(self) -> None:
-        """After a restart: the transactions prepared before the crash are still held."""
+        """After a restart: the transactions prepared or promised before the crash are
+        still held."""
+        self.promises.load()
         for (txn_id,), row in self.engine.base.scan(PREPARED_TABLE, ()):
             ws = _ws_of(row["writes"])
             self._hold(
@@ -132,6 +136,8 @@ class Participant:
                 self._run(req, stale)
             elif req.kind == "prepare":
                 self._prepare(req, stale)
+            elif req.kind == "promise":
+                self._promise(req)
             else:
                 raise ValueError(f"unknown engine request kind {req.kind!r}")
         except Conflict:
@@ -142,6 +148,9 @@ class Participant:
         return True
 
     def decide(self, d: Decision) -> None:
+        if self.promises.decide(d, self.engine.merge):
+            self._reply(d.txn_id, "ack", True, detail="committed" if d.commit else "aborted")
+            return
         held = self.prepared.get(d.txn_id)
         group = self.engine.group
         if held is None:
@@ -230,6 +239,25 @@ class Participant:
         )
         self._hold(held)
         self._vote(held)
+
+    def _promise(self, req: EngineRequest) -> None:
+        """Run a promised transaction and hold it for SERIALIZE (`engine.promises`); a
+        failure here is its final status. Promises come from clients, not the
+        coordinator, so they carry no coordinator epoch to fence."""
+        outcome = self._execute(req.fragments, basic=True)
+        if not isinstance(outcome, _Failed):
+            ws, results = outcome
+            try:
+                deltas = self.promises.hold(req.txn_id, ws, self.engine.df.decl.tables)
+            except TxnAbort as e:
+                outcome = _Failed(e.reason, str(e))
+        if isinstance(outcome, _Failed):
+            self.engine.group.oltp_aborts[(outcome.procedure, outcome.reason)] += 1
+            self._reply(req.txn_id, "promise", False, outcome.reason, outcome.detail, req=req)
+            return
+        self.engine.group.urgent = True  # SERIALIZE waits for it
+        self._reply(req.txn_id, "promise", True, results=results, rows=json.dumps(deltas),
+                    req=req)  # fmt: skip
 
     def _vote(self, held: Prepared) -> None:
         held.voted_at = time.monotonic()
@@ -337,8 +365,11 @@ class Participant:
             return
         self._reply(req.txn_id, "rows", True, rows=body, req=req, at=at)
 
-    def _execute(self, fragments: Sequence[Fragment]) -> tuple[WriteSet, str] | _Failed:
-        """Run the fragments in order in one write set; any abort aborts them all."""
+    def _execute(
+        self, fragments: Sequence[Fragment], basic: bool = False
+    ) -> tuple[WriteSet, str] | _Failed:
+        """Run the fragments in order in one write set; any abort aborts them all.
+        `basic`: a promised transaction (`TxnContext.basic`)."""
         engine = self.engine
         decl = engine.df.decl
         ws = WriteSet(engine.group.ws)
@@ -371,6 +402,7 @@ class Participant:
                 self.guard,
                 engine.flat_tables,
             )
+            ctx.basic = basic
             started = time.perf_counter()
             try:
                 results.append(tx.fn(ctx, args))

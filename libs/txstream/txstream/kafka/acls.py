@@ -2,8 +2,9 @@
 
 Only the coordinator writes prepare requests, decisions and its own log: a worker, the
 sequencer or a client that tries is refused by the broker, so no one but the coordinator
-can make a participant commit. A client writes only the app's inbound streams and its OLTP
-requests, and reads the rest. The services' consumer groups and transactional ids are
+can make a participant commit. A client writes only the app's inbound streams, its OLTP
+requests and its promised transactions (which an engine takes only as promises), and reads
+the rest. The services' consumer groups and transactional ids are
 not split by app (any name): the topics are what is guarded.
 """
 
@@ -44,7 +45,7 @@ def app_acls(topics: AppTopics, border_streams: Iterable[str]) -> list[AclBindin
         if service != "coordinator":
             acls += [_acl(service, ResourceType.TOPIC, t, AclOperation.WRITE, DENY)
                      for t in coordinator_only]  # fmt: skip
-    inbound = [topics.stream(s) for s in border_streams] + [topics.oltp_in]
+    inbound = [topics.stream(s) for s in border_streams] + [topics.oltp_in, topics.promises]
     acls += [
         _acl("client", ResourceType.TOPIC, prefix, AclOperation.READ, prefixed=True),
         _acl("client", ResourceType.TOPIC, prefix, AclOperation.DESCRIBE, prefixed=True),

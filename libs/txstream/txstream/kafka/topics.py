@@ -67,6 +67,18 @@ class AppTopics:
         """The coordinator to clients: one TxnResult per request (one partition)."""
         return f"{self.app}.oltp.out"
 
+    @property
+    def promises(self) -> str:
+        """Clients to engine p: promised (BASIC) transactions, each on its own partition's
+        log, which is what makes a promise durable (`engine.promises`)."""
+        return f"{self.app}.promises"
+
+    @property
+    def statuses(self) -> str:
+        """The coordinator's final status of every promised transaction, keyed by its
+        request id (one partition), for anyone who did not wait on `oltp_out`."""
+        return f"{self.app}.statuses"
+
     def reply_problem(self, topic: str) -> str | None:
         """Why the coordinator may not write a client's result to `topic` (None: it may).
 
@@ -129,7 +141,8 @@ def ensure_topics(
     if oltp:
         wanted[topics.requests] = (partitions, {})
         wanted[topics.decisions] = (partitions, {})
-        for single in (topics.replies, topics.oltp_in, topics.oltp_out):
+        wanted[topics.promises] = (partitions, {})
+        for single in (topics.replies, topics.oltp_in, topics.oltp_out, topics.statuses):
             wanted[single] = (1, {})
         wanted[topics.coordinator_log] = (1, kept)
     existing = set(admin.list_topics())

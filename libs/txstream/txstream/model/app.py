@@ -15,6 +15,7 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
 
+from txstream.model import aggregates as aggregation
 from txstream.model.dataflow import Dataflow, build_dataflow
 from txstream.model.declarations import (
     DEFAULT_EPOCH,
@@ -74,10 +75,12 @@ class App:
         schema: str,
         constraints: Mapping[str, Check] | None = None,
         key: Sequence[str] | Mapping[str, str] = (),
+        aggregates: Sequence[str] = (),
     ) -> Table:
         """`key` names the parts of the table's keys (each a long, or with a mapping, the
         Avro primitive type given), for readers outside the engine such as the warehouse
-        (`txstream describe --format warehouse`)."""
+        (`txstream describe --format warehouse`). `aggregates` bound sums over many rows,
+        e.g. `"sum(qty) >= 0 group by item"` (`model.aggregates`)."""
         cs = tuple(Constraint(n, c) for n, c in (constraints or {}).items())
         parts = tuple(key.items()) if isinstance(key, Mapping) else tuple((k, "long") for k in key)
         for part, avro in parts:
@@ -86,7 +89,8 @@ class App:
                     f"table {name!r}: key part {part!r} is a {avro!r}; a key part is a "
                     "long, an int or a string"
                 )
-        return self._add(self.decl.tables, Table(name, schema, cs, parts), "table")
+        bounds = tuple(aggregation.parse(name, text) for text in aggregates)
+        return self._add(self.decl.tables, Table(name, schema, cs, parts, bounds), "table")
 
     def window(
         self,

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from txstream.model.aggregates import AggregateConstraint
 from txstream.model.signature import Signature
 from txstream.model.windows import TimeWindowSpec, TupleWindowSpec
 
@@ -49,6 +50,8 @@ class Table:
     # Names (and Avro primitive types) of the key's parts, for readers outside the engine
     # (a warehouse's columns); the engine itself needs none.
     key: tuple[tuple[str, str], ...] = ()
+    # Bounds on sums over many rows, checked when promised transactions are serialized.
+    aggregates: tuple[AggregateConstraint, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -161,7 +161,7 @@ class EngineRequest(Message):
     type_byte = b"E"
     txn_id: str
     epoch: int
-    kind: str  # run | prepare | read
+    kind: str  # run | prepare | read | promise (from a client)
     request_id: str
     reply_to: str
     fragments: list[Fragment] = field(default_factory=list)
@@ -183,7 +183,7 @@ class EngineReply(Message):
     type_byte = b"Y"
     txn_id: str
     partition: int
-    kind: str  # result | vote | ack | rows
+    kind: str  # result | vote | ack | rows | promise
     ok: bool
     reason: str = ""
     detail: str = ""
@@ -200,7 +200,7 @@ class EngineReply(Message):
 class CoordinatorLog(Message):
     schema_name = "txstream.CoordinatorLog"
     type_byte = b"L"
-    kind: str  # epoch | begin | decision | end
+    kind: str  # epoch | begin | decision | end | serialized | totals
     epoch: int
     txn_id: str = ""
     participants: list[int] = field(default_factory=list)

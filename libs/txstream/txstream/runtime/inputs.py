@@ -12,7 +12,8 @@ from txstream.model.app import App
 @dataclass(frozen=True)
 class Inputs:
     """Border stream topics (topic -> stream), then the coordinator's requests when the app
-    declares tables (queries) or transactions, and its decisions with transactions, then
+    declares tables (queries) or transactions, and its decisions and the clients' promises
+    with transactions, then
     the exchange when it has spanning procedures, then the repartitioned procedures' inputs
     (topic -> procedure)."""
 
@@ -28,7 +29,7 @@ class Inputs:
         streams = {topics.stream(s): s for s in df.border_streams}
         decl = app.decl
         oltp: tuple[str, ...] = (topics.requests,) if decl.serves_requests else ()
-        oltp += (topics.decisions,) if decl.transactions else ()
+        oltp += (topics.decisions, topics.promises) if decl.transactions else ()
         exchange = (topics.exchange,) if df.spanning_streams else ()
         return cls(streams, oltp, exchange, {topics.hop(p): p for p in df.hops})
 

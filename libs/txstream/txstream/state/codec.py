@@ -17,6 +17,7 @@ from txstream.engine import windows as win
 from txstream.engine.epochs import EPOCH_TABLE
 from txstream.engine.group import SYS_TABLE
 from txstream.engine.participant import PREPARED_TABLE
+from txstream.engine.promises import PROMISED_TABLE
 from txstream.engine.writeset import TOMBSTONE, WriteSet
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Record
@@ -49,7 +50,8 @@ PREPARED_SCHEMA = parse_schema(
         "type": "record",
         "name": "PreparedTxn",
         "namespace": "txstream",
-        "doc": "A 2PC participant's held write set, durable until the decision arrives.",
+        "doc": "A 2PC participant's or a promise's held write set, durable until the "
+        "decision arrives.",
         "fields": [
             {"name": "epoch", "type": "long"},
             {"name": "writes", "type": "string"},
@@ -75,6 +77,7 @@ class StateCodec:
         }
         self.tables[SYS_TABLE] = SYS_SCHEMA
         self.tables[PREPARED_TABLE] = PREPARED_SCHEMA
+        self.tables[PROMISED_TABLE] = PREPARED_SCHEMA
         self.tables[EPOCH_TABLE] = EPOCH_SCHEMA
         # A record of no fields (a set's membership rows) is zero bytes in Avro.
         self.empty_rows = {

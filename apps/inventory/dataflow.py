@@ -1,0 +1,122 @@
+"""Stock of items at sites, and reservations that must never oversell an item.
+
+`stock` rows, keyed (item, site), spread an item over every partition; the app declares
+`sum(qty) >= 0 group by item` on them. A reservation takes units at one site:
+- promised (`reserve`, sent with `TxClient.promise`): it runs on the site's partition
+  alone and is acknowledged once that partition's log has it; SERIALIZE then commits it
+  only if the item's total over all sites stays >= 0, and tells the client;
+- through 2PC (`take` on the site's row and `claim` on the item's `available` row, which
+  has a per-row constraint `qty >= 0`): the classic way to hold a global count, a round of
+  votes per reservation.
+The two paths keep their own tables, so one run can measure both on the same items.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, TypedDict
+
+from txstream import App, Record, TxnContext
+
+NONNEGATIVE = "sum(qty) >= 0 group by item"
+
+
+class Site(TypedDict):
+    item: int
+    site: int
+
+
+class Units(TypedDict):
+    item: int
+    site: int
+    qty: int
+
+
+class Claim(TypedDict):
+    item: int
+    qty: int
+
+
+def build_app(name: str = "inventory") -> App:
+    app = App(name)
+    app.table("stock", schema="inventory.Stock", key=("item", "site"), aggregates=[NONNEGATIVE])
+    app.table("acid_stock", schema="inventory.Stock", key=("item", "site"))
+    app.table(
+        "available",
+        schema="inventory.Available",
+        key=("item",),
+        constraints={"qty >= 0": lambda row: row["qty"] >= 0},
+    )
+
+    @app.transaction(params=Site)
+    def open_site(ctx: TxnContext, params: Record) -> int:
+        """A site's rows, empty (a row under an aggregation constraint starts at 0)."""
+        key = (params["item"], params["site"])
+        row = {"item": params["item"], "site": params["site"], "qty": 0}
+        for table in ("stock", "acid_stock"):
+            if ctx.table(table).get(key) is None:
+                ctx.table(table).put(key, row)
+        return 1
+
+    @app.transaction(params=Units)
+    def restock(ctx: TxnContext, params: Record) -> int:
+        """Promised: units arrive at a site."""
+        row = ctx.table("stock").add((params["item"], params["site"]), {"qty": params["qty"]})
+        return int(row["qty"])
+
+    @app.transaction(params=Units)
+    def reserve(ctx: TxnContext, params: Record) -> int:
+        """Promised: take units at a site; the site's row may go below 0, the item's
+        total over all sites may not (checked when serialized)."""
+        if params["qty"] <= 0:
+            ctx.abort("bad_qty", f"reserve {params['qty']} units: give a positive number")
+        key = (params["item"], params["site"])
+        row = ctx.table("stock").add(key, {"qty": -params["qty"]})
+        return int(row["qty"])
+
+    @app.transaction(params=Units)
+    def acid_restock(ctx: TxnContext, params: Record) -> int:
+        """2PC path: units arrive at a site (this fragment) ..."""
+        rows = ctx.table("acid_stock")
+        key = (params["item"], params["site"])
+        row = rows.get(key)
+        if row is None:
+            ctx.abort("no_site", f"item {params['item']} has no site {params['site']}")
+        assert row is not None
+        rows.put(key, {**row, "qty": row["qty"] + params["qty"]})
+        return int(row["qty"] + params["qty"])
+
+    @app.transaction(params=Claim)
+    def release(ctx: TxnContext, params: Record) -> int:
+        """... and count as available on the item's partition (the other fragment)."""
+        rows = ctx.table("available")
+        row = rows.get(params["item"]) or {"item": params["item"], "qty": 0}
+        rows.put(params["item"], {**row, "qty": row["qty"] + params["qty"]})
+        return int(row["qty"] + params["qty"])
+
+    @app.transaction(params=Units)
+    def take(ctx: TxnContext, params: Record) -> int:
+        """2PC path: take units at a site ..."""
+        rows = ctx.table("acid_stock")
+        key = (params["item"], params["site"])
+        row = rows.get(key)
+        if row is None:
+            ctx.abort("no_site", f"item {params['item']} has no site {params['site']}")
+        assert row is not None
+        rows.put(key, {**row, "qty": row["qty"] - params["qty"]})
+        return int(row["qty"] - params["qty"])
+
+    @app.transaction(params=Claim)
+    def claim(ctx: TxnContext, params: Record) -> int:
+        """... and claim them from the item's available count, which may not go below 0."""
+        rows = ctx.table("available")
+        row = rows.get(params["item"]) or {"item": params["item"], "qty": 0}
+        rows.put(params["item"], {**row, "qty": row["qty"] - params["qty"]})
+        return int(row["qty"] - params["qty"])
+
+    return app
+
+
+def from_params(params: Mapping[str, Any]) -> App:
+    """The worker's and coordinator's factory: `{"name": ...}`."""
+    return build_app(str(params.get("name", "inventory")))

@@ -1,0 +1,60 @@
+"""The inventory app on the real broker: worker and coordinator processes a test starts
+and kills (SIGKILL), and a client to drive it."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from tests.integration.sequencer_driver import unique
+from tests.kafka_reads import read_to_end
+from tests.service_process import ServiceProcess
+from txstream.client import TxClient
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.oltp.messages import TxnResult, Wire
+from txstream.schemas.registry import SchemaRegistry
+
+
+class InventoryCluster:
+    def __init__(self, settings: Settings, tmp: Path, partitions: int = 4) -> None:
+        self.settings, self.tmp, self.partitions = settings, tmp, partitions
+        self.name = unique("inventory").replace("-", "_")
+        self.topics = AppTopics(self.name)
+        ensure_topics(TopicAdmin(settings), self.topics, [], partitions, oltp=True)
+        self.app = ["--app", "inventory.dataflow:from_params",
+                    "--params", json.dumps({"name": self.name})]  # fmt: skip
+        self.processes: list[ServiceProcess] = []
+
+    def start(self, kind: str, n: int = 0) -> ServiceProcess:
+        """A `worker` (instance `n`) or the `coordinator`."""
+        args = ["worker", "run", "--metrics-port", "0", "--instance-id", str(n)]
+        if kind == "coordinator":
+            args = ["coordinator", "run", "--http-port", "0", "--metrics-port", "0"]
+        proc = ServiceProcess(self.settings, [*args, *self.app], self.tmp / f"{kind}-{n}.log")
+        self.processes.append(proc)
+        return proc
+
+    def stop_all(self) -> None:
+        for proc in self.processes:
+            if proc.alive():
+                try:
+                    proc.terminate(30)
+                except Exception:
+                    proc.kill()
+
+    @contextmanager
+    def client(self, timeout_s: float = 60.0) -> Iterator[TxClient]:
+        with TxClient(self.name, self.settings, timeout_s=timeout_s) as c:
+            yield c
+
+    def statuses(self) -> list[TxnResult]:
+        """Every final status the coordinator published, in order."""
+        wire = Wire(SchemaRegistry(self.settings.schema_dir))
+        return [
+            wire.decode(TxnResult, value)
+            for _, value in read_to_end(self.settings, self.topics.statuses)
+        ]

@@ -1,0 +1,148 @@
+"""Split commit, the partition's side (`engine.promises`), on the inventory app, no Kafka.
+
+Covered: a promise runs at once, holds its writes (durably, in `__promised__`) without
+locking anything, and replies its deltas to the aggregation constraint's totals; the
+decision applies the held formulas to the row as it then stands, or drops them; a held
+promise survives a restart; a failed promise replies its reason at once; outside a promise
+a constrained field keeps its value, and inside one it changes by add() only.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from inventory.dataflow import NONNEGATIVE, Site, build_app
+from tests.fakes import MemoryBase
+from txstream import Record, TxnContext
+from txstream.engine.partition_engine import PartitionEngine
+from txstream.engine.promises import PROMISED_TABLE
+from txstream.model.aggregates import parse
+from txstream.model.errors import DataflowError
+from txstream.oltp.messages import Decision, EngineReply, EngineRequest, Fragment
+
+
+def make_engine(base: MemoryBase) -> PartitionEngine:
+    return PartitionEngine(build_app().dataflow(), base, partition=0, params={})
+
+
+def send(engine: PartitionEngine, kind: str, txn_id: str, *frags: Fragment) -> EngineReply:
+    req = EngineRequest(txn_id, 0, kind, f"req-{txn_id}", "client", list(frags))
+    assert engine.participant.request(req)
+    return engine.group.replies[-1]
+
+
+def units(procedure: str, item: int, site: int, qty: int) -> Fragment:
+    return Fragment.call((item, site), procedure, item=item, site=site, qty=qty)
+
+
+def opened(stock: int = 10) -> tuple[PartitionEngine, MemoryBase]:
+    """Item 1 at site 1, with `stock` units restocked by a committed promise."""
+    base = MemoryBase()
+    engine = make_engine(base)
+    assert send(engine, "run", "0.1", Fragment.call((1, 1), "open_site", item=1, site=1)).ok
+    assert send(engine, "promise", "p.r", units("restock", 1, 1, stock)).ok
+    engine.participant.decide(Decision("p.r", 0, True))
+    base.apply(engine.take_group())
+    assert base.tables["stock"][(1, 1)]["qty"] == stock
+    return engine, base
+
+
+TOTAL = json.dumps(["stock", NONNEGATIVE, [1]])
+
+
+def test_a_promise_holds_its_writes_and_replies_its_deltas() -> None:
+    engine, _ = opened()
+    r = send(engine, "promise", "p.a", units("reserve", 1, 1, 4))
+    assert (r.kind, r.ok, r.txn_id, r.results) == ("promise", True, "p.a", "[6]")
+    assert json.loads(r.rows) == [[TOTAL, -4]]
+    assert "stock" not in engine.group.ws.tables  # nothing lands before SERIALIZE
+    assert ("p.a",) in engine.group.ws.tables[PROMISED_TABLE]
+    assert not engine.blocked and engine.participant.locks == {}
+    # a second promise on the same row neither waits nor conflicts
+    assert send(engine, "promise", "p.b", units("reserve", 1, 1, 3)).ok
+
+
+def test_decisions_apply_the_formulas_to_the_row_as_it_then_stands() -> None:
+    engine, base = opened()
+    send(engine, "promise", "p.a", units("reserve", 1, 1, 4))
+    send(engine, "promise", "p.b", units("reserve", 1, 1, 3))
+    engine.participant.decide(Decision("p.b", 0, True))
+    engine.participant.decide(Decision("p.a", 0, False))
+    assert engine.group.replies[-1] == EngineReply("p.a", 0, "ack", True, detail="aborted")
+    base.apply(engine.take_group())
+    assert base.tables["stock"][(1, 1)]["qty"] == 7  # 10 - 3: the aborted 4 never landed
+    assert base.tables[PROMISED_TABLE] == {}
+    # a decision repeated after it was applied changes nothing, and is acknowledged
+    engine.participant.decide(Decision("p.b", 0, True))
+    assert "stock" not in engine.group.ws.tables
+    assert engine.group.replies[-1].kind == "ack"
+
+
+def test_a_held_promise_survives_a_restart() -> None:
+    engine, base = opened()
+    send(engine, "promise", "p.a", units("reserve", 1, 1, 4))
+    base.apply(engine.take_group())
+    fresh = make_engine(base)
+    fresh.participant.load()
+    assert sorted(fresh.participant.promises.held) == ["p.a"]
+    fresh.participant.decide(Decision("p.a", 0, True))
+    base.apply(fresh.take_group())
+    assert base.tables["stock"][(1, 1)]["qty"] == 6
+    assert base.tables[PROMISED_TABLE] == {}
+
+
+def test_a_failed_promise_replies_its_reason_at_once_and_holds_nothing() -> None:
+    engine, _ = opened()
+    r = send(engine, "promise", "p.x", units("reserve", 1, 2, 1))  # no such site row
+    assert (r.kind, r.ok, r.reason) == ("promise", False, "no_row")
+    r = send(engine, "promise", "p.y", units("reserve", 1, 1, 0))
+    assert (r.ok, r.reason) == (False, "bad_qty")
+    assert PROMISED_TABLE not in engine.group.ws.tables
+
+
+def test_outside_a_promise_a_summed_field_keeps_its_value() -> None:
+    engine, _ = opened()
+    # a plain transaction may not change it: only SERIALIZE sees every change to the sum
+    r = send(engine, "run", "0.2", units("restock", 1, 1, 5))
+    assert (r.ok, r.reason) == (False, "aggregate_bound")
+    assert "only promised (BASIC) transactions change it" in r.detail
+    # but may create a row at 0 (open_site) ...
+    assert send(engine, "run", "0.3", Fragment.call((1, 2), "open_site", item=1, site=2)).ok
+
+
+def test_a_promise_changes_a_summed_field_by_add_only() -> None:
+    app = build_app()
+
+    @app.transaction(params=Site)
+    def set_qty(ctx: TxnContext, params: Record) -> None:
+        key = (params["item"], params["site"])
+        ctx.table("stock").put(key, {"item": 1, "site": 1, "qty": 99})
+
+    base = MemoryBase()
+    engine = PartitionEngine(app.dataflow(), base, partition=0, params={})
+    send(engine, "run", "0.1", Fragment.call((1, 1), "open_site", item=1, site=1))
+    r = send(engine, "promise", "p.s", Fragment.call((1, 1), "set_qty", item=1, site=1))
+    assert (r.ok, r.reason) == (False, "aggregate_bound")
+    assert "changes it with add() only" in r.detail
+
+
+@pytest.mark.parametrize(
+    ("text", "problem"),
+    [
+        ("count(*) <= 3", "is not of the form"),
+        ("sum(qty) > 0", "is not of the form"),
+        ("sum(qty) >= 0 group by qty", "groups by the field it sums"),
+    ],
+)
+def test_a_bad_aggregation_constraint_is_refused_naming_it(text: str, problem: str) -> None:
+    with pytest.raises(DataflowError, match=problem):
+        parse("stock", text)
+
+
+def test_a_constraint_reads_its_bound_and_groups() -> None:
+    a = parse("stock", "SUM(qty) <= 12.5 group by item, site")
+    assert (a.field, a.op, a.bound, a.group_by) == ("qty", "<=", 12.5, ("item", "site"))
+    assert a.allows(12.5) and not a.allows(13)
+    assert a.group_of({"item": 1, "site": 2, "qty": 0}) == [1, 2]
