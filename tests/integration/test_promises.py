@@ -5,7 +5,8 @@ demand as stock, all in flight at once.
 Checked: every promise is acknowledged and ends with one final status, to the client and
 on the statuses topic; no item is oversold; the engines' stock per item is the restocked
 units less exactly the committed reservations (so each committed promise landed once and
-no aborted one landed); some reservations were aborted by the constraint, naming it.
+no aborted one landed); some reservations were aborted by the constraint, naming it; and
+`txstream verify` replays the run equal, and names a changelog row altered after it.
 """
 
 from __future__ import annotations
@@ -16,10 +17,18 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from inventory import workload
+from inventory.dataflow import from_params
 from tests.conftest import KafkaEnv
 from tests.integration.inventory_cluster import InventoryCluster
+from txstream import Key, Record
+from txstream.kafka.clients import transactional_producer_config
+from txstream.recovery.changelog import partition_tables
+from txstream.schemas.registry import SchemaRegistry
+from txstream.state.codec import StateCodec
+from txstream.testing.verify import verify
 
 pytestmark = pytest.mark.integration
 
@@ -76,3 +85,34 @@ def test_promised_reservations_never_oversell(cluster: InventoryCluster) -> None
     mine = {o.status.request_id: o.status for o in [*stocked, *outcomes]}
     assert Counter(s.request_id for s in published) == Counter(mine.keys()), "one status each"
     assert all(mine[s.request_id] == s for s in published)
+
+    # the run replays equal: every promise, run and decision, as each engine took them
+    cluster.stop_all()
+    app = from_params({"name": cluster.name})
+    verdict = verify(cluster.settings, app, cluster.partitions)
+    assert verdict.equal, verdict.divergence and verdict.divergence.text()
+    assert verdict.batches >= len(outcomes) + len(stocked) + ITEMS * SITES
+    # a stock row altered in the changelog is named, with the record that last wrote it
+    p, key, row = altered_stock_row(cluster)
+    found = verify(cluster.settings, app, cluster.partitions).divergence
+    assert found is not None and (found.partition, found.table, found.key) == (p, "stock", key)
+    assert found.committed == {**row, "qty": row["qty"] + 1} and found.reference == row
+    assert found.oltp and found.last_write is not None
+    assert found.last_write[0] in (cluster.topics.decisions, cluster.topics.requests)
+    assert "the record at offset" in found.text()
+
+
+def altered_stock_row(cluster: InventoryCluster) -> tuple[int, Key, Record]:
+    """One committed stock row with one more unit, written to the changelog as an engine
+    would: (its partition, key, the row as it was)."""
+    codec = StateCodec(from_params({"name": cluster.name}).dataflow(),
+                       SchemaRegistry(cluster.settings.schema_dir))  # fmt: skip
+    stock = partition_tables(cluster.settings, codec, cluster.topics.changelog, 1)["stock"]
+    key, row = min(stock.items())
+    producer = Producer(transactional_producer_config(cluster.settings, f"alter-{cluster.name}"))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    more = codec.encode_row("stock", {**row, "qty": row["qty"] + 1})
+    producer.produce(cluster.topics.changelog, more, codec.key("stock", key), partition=1)
+    producer.commit_transaction(30)
+    return 1, key, row

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from bank.dataflow import from_params
 from tests.conftest import KafkaEnv, free_port
 from tests.http_json import http
 from tests.integration.bank_cluster import BankCluster, wait_for_text
@@ -25,6 +26,7 @@ from tests.service_process import TXSTREAM, ServiceProcess
 from txstream.client import TxClient, fragment
 from txstream.oltp.messages import Fragment
 from txstream.stack.prometheus import PrometheusServer
+from txstream.testing.verify import verify
 
 pytestmark = pytest.mark.integration
 
@@ -303,3 +305,17 @@ def scrape(port: int) -> dict[str, float]:
             name, _, value = line.rpartition(" ")
             samples[name] = float(value)
     return samples
+
+
+def test_the_whole_run_replays_equal(
+    cluster: BankCluster, coordinator: list[ServiceProcess]
+) -> None:
+    """Every test above ran transactions on this app, through crashes, lost prepares and
+    lost decisions: `txstream verify` replays each request and decision every engine took,
+    in its order, and finds every table as the engines committed it. (Last in the module:
+    it stops the processes, so nothing commits while it reads.)"""
+    cluster.stop_all()
+    app = from_params(json.loads(cluster.params))
+    verdict = verify(cluster.settings, app, cluster.partitions)
+    assert verdict.equal, verdict.divergence and verdict.divergence.text()
+    assert verdict.batches >= 20  # OLTP records replayed: opens, runs, prepares, decisions

@@ -1,19 +1,24 @@
-"""`txstream verify`'s pure parts: the order the engine records its border batches in, how
-that order picks the batches to replay, and the apps it refuses."""
+"""`txstream verify`'s pure parts: the order the engine records its border batches and OLTP
+records in, how that order picks what to replay, the replay of OLTP records, the
+aggregation constraints checked on committed rows, and the apps it refuses."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from bank.dataflow import build_app as bank
 from bank.stream_transfers import build_app as transfers
 from bank.transfer_reference import reference
+from inventory.dataflow import build_app as inventory
 from leaderboard.dataflow import Params, build_app
-from txstream import Isolation, Record
+from txstream import App, Isolation, Key, Record, TxnContext
 from txstream.config import Settings
 from txstream.engine.group import BatchRun, decode_order, encode_order
+from txstream.oltp.messages import Decision, EngineRequest, Fragment
 from txstream.testing import AppTester
-from txstream.testing.verify import Unverifiable, _merged, _ran, _replay, refuse
+from txstream.testing.verify import Unverifiable, _broken, _merged, _ran, _replay, refuse
 
 VOTE = {"vote_id": 1, "phone_number": 6175550101, "contestant_number": 1}
 
@@ -38,20 +43,91 @@ def test_the_order_replays_the_partition_s_batches_and_skips_ids_it_never_had() 
     order = [BatchRun("votes", 1, 4), BatchRun("contestant_rows", 1, 1), BatchRun("votes", 9, 9)]
     inputs = {"votes": {1: [{"v": 1}], 3: [{"v": 3}], 9: [{"v": 9}], 12: [{"v": 12}]},
               "contestant_rows": {1: [{"c": 1}]}}  # fmt: skip
-    assert [(s, i) for s, i, _ in _ran(order, inputs)] == [
+    assert [(s, i) for s, i, _ in _ran(order, inputs, {})] == [
         ("votes", 1),
         ("votes", 3),  # 2 and 4 went to other partitions
         ("contestant_rows", 1),
         ("votes", 9),  # 12 never ran: not committed yet when the run stopped
     ]
     with pytest.raises(Unverifiable, match="'accepted_votes', not a border stream"):
-        list(_ran([BatchRun("accepted_votes", 1, 1)], inputs))
+        list(_ran([BatchRun("accepted_votes", 1, 1)], inputs, {}))
+
+
+def request(kind: str, txn_id: str, *fragments: Fragment) -> EngineRequest:
+    return EngineRequest(txn_id, 1, kind, f"req-{txn_id}", "bank.oltp.out", list(fragments))
+
+
+def move(kind: str, account: int, amount: int) -> Fragment:
+    return Fragment.call(account, kind, account=account, amount=amount)
+
+
+def test_oltp_records_are_in_the_order_by_offset_and_replay_there() -> None:
+    """Requests and decisions are named by topic and offset among the batches; reads are
+    skipped; a prepared transaction's writes land where its decision came."""
+    t = AppTester(bank())
+    t.engine.journal_oltp("bank.requests", 4)
+    t.engine.journal_oltp("bank.requests", 5)
+    t.engine.journal_oltp("bank.decisions", 0)
+    t.engine.journal_oltp("bank.requests", 7)
+    assert t.engine.take_group().order == [
+        BatchRun("bank.requests", 4, 5),
+        BatchRun("bank.decisions", 0, 0),
+        BatchRun("bank.requests", 7, 7),
+    ]
+    opened = Fragment.call(1, "open_accounts", accounts=[1, 2])
+    oltp: dict[str, dict[int, Any]] = {
+        "bank.requests": {
+            4: request("run", "1.1", opened),
+            5: request("prepare", "1.2", move("debit", 1, 30)),
+            6: EngineRequest("1.3", 1, "read", "r", "bank.oltp.out"),
+            7: request("run", "1.4", move("credit", 2, 5)),
+        },
+        "bank.decisions": {0: Decision("1.2", 1, True)},
+    }
+    order = [BatchRun("bank.requests", 4, 6), BatchRun("bank.decisions", 0, 0),
+             BatchRun("bank.requests", 7, 7)]  # fmt: skip
+    ran = list(_ran(order, {}, oltp))
+    assert [(s, i) for s, i, _ in ran] == [
+        ("bank.requests", 4), ("bank.requests", 5), ("bank.decisions", 0), ("bank.requests", 7)
+    ]  # fmt: skip
+    reference = _replay(bank(), Settings(), ran)
+    assert reference.table("accounts") == {(1,): {"balance": 70}, (2,): {"balance": 105}}
+    # the decision left out: the debit stays held, and the credit waits for nothing
+    held = _replay(bank(), Settings(), [e for e in ran if e[0] != "bank.decisions"])
+    assert held.table("accounts")[(1,)] == {"balance": 100}
+    with pytest.raises(Unverifiable, match="offset 9 was handled by the engine"):
+        list(_ran([BatchRun("bank.requests", 9, 9)], {}, oltp))
+
+
+def test_aggregation_constraints_are_checked_on_every_partition_s_rows_together() -> None:
+    def site(item: int, site: int, qty: int) -> tuple[Key, Record]:
+        return (item, site), {"item": item, "site": site, "qty": qty}
+
+    p0 = {"stock": dict([site(1, 1, 5), site(2, 1, -4)])}
+    p1 = {"stock": dict([site(1, 2, -5), site(2, 2, 3)])}
+    assert _broken(inventory(), [p0, p1]) == (
+        "'sum(qty) >= 0 group by item' on table 'stock' breaks for group "
+        '["stock", "sum(qty) >= 0 group by item", [2]]: sum -1',
+    )
+    assert _broken(inventory(), [p0]) != () and _broken(inventory(), [p1, p1]) != ()
+    assert _broken(inventory(), [{"stock": dict([site(1, 1, 5)])}, p1]) == ()
+
+
+def transfers_with_oltp() -> App:
+    app = transfers()
+
+    @app.transaction()
+    def nothing(ctx: TxnContext, params: Record) -> None:
+        return None
+
+    return app
 
 
 def test_an_app_whose_inputs_are_not_replayed_yet_is_refused_by_name() -> None:
     refuse(build_app(Params()))  # border streams only: fine
-    with pytest.raises(Unverifiable, match=r"OLTP transactions \(credit, debit, open_accounts\)"):
-        refuse(bank())
+    refuse(bank())  # OLTP transactions too
+    with pytest.raises(Unverifiable, match=r"OLTP transactions \(\w+.*\) beside spanning"):
+        refuse(transfers_with_oltp())
     with pytest.raises(Unverifiable, match="strong recovery"):
         refuse(build_app(Params(), recovery="strong"))
 

@@ -19,9 +19,10 @@ def verify(
     app_spec: str = typer.Option(..., "--app", help="module:factory (or module:app)"),
     params: str = typer.Option("{}", help="JSON object passed to the factory, as the workers'"),
 ) -> None:
-    """Run the app's committed input again, batch by batch in the order its engines ran it,
-    through its own procedures on an in-memory engine, and compare every table with what the
-    engines committed: "equal", or the first key that differs (exit 1)."""
+    """Run the app's committed input again (batches and OLTP records) in the order its
+    engines ran it, through its own procedures on an in-memory engine, and compare every
+    table with what the engines committed, then check its aggregation constraints: "equal",
+    or the first key that differs or the constraints broken (exit 1)."""
     out = Console(stderr=True)
     try:
         application = load_app(app_spec, json.loads(params))
@@ -36,7 +37,7 @@ def verify(
     partitions = len(TopicAdmin(settings).partitions(changelog))
 
     def shown(partition: int, batches: int) -> None:
-        out.print(f"partition {partition}: {batches:,} batches replayed")
+        out.print(f"partition {partition}: {batches:,} batches and OLTP records replayed")
 
     try:
         verdict = run_verify(settings, application, partitions, shown)
@@ -46,7 +47,11 @@ def verify(
     if verdict.divergence is not None:
         typer.echo(verdict.divergence.text())
         raise typer.Exit(1)
+    if verdict.broken:
+        typer.echo("equal to the reference, but the committed tables break an aggregation "
+                   "constraint:\n" + "\n".join(verdict.broken))  # fmt: skip
+        raise typer.Exit(1)
     typer.echo(
-        f"equal: {verdict.batches:,} batches on {verdict.partitions} partitions, every table "
-        "as the engines committed it"
+        f"equal: {verdict.batches:,} batches and OLTP records on {verdict.partitions} "
+        "partitions, every table as the engines committed it, every aggregation constraint met"
     )

@@ -81,7 +81,9 @@ ORDER_HEADER = "txstream.order"
 @dataclass
 class BatchRun:
     """Border batches run one after another: every batch of `stream` on this partition with
-    an id from `first` to `last` (a keyed stream's other ids went to other partitions)."""
+    an id from `first` to `last` (a keyed stream's other ids went to other partitions). For
+    OLTP input, `stream` is its topic and the run is of offsets: the records from `first` to
+    `last` of this partition, handled one after another."""
 
     stream: str
     first: int
@@ -107,8 +109,8 @@ class Group:
     executions: int = 0
     first_batch_ids: dict[str, int] = field(default_factory=dict)
     last_batch_ids: dict[str, int] = field(default_factory=dict)
-    # The border batches run, in order: the commit notice carries it, so `txstream verify`
-    # can run the same batches in the same order.
+    # The border batches and OLTP records run, in order: the commit notice carries it, so
+    # `txstream verify` can run the same in the same order.
     order: list[BatchRun] = field(default_factory=list)
     journal: list[JournalEntry] = field(default_factory=list)
     replies: list[EngineReply] = field(default_factory=list)  # OLTP, to the coordinator

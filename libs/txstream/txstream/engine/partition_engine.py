@@ -425,10 +425,16 @@ class PartitionEngine:
                     self._dispatch(self.group.ws, proc, stream, batch_id, tuples)
 
     def journal_oltp(self, topic: str, offset: int) -> None:
-        """Log a coordinator request or decision handled here, by where to read it again:
-        both recovery modes replay OLTP transactions, in the order they ran."""
+        """Log an OLTP record handled here (a request, decision or promise), by where to
+        read it again: both recovery modes replay OLTP transactions, in the order they ran,
+        and so does `txstream verify`, from the group's order (runs of offsets)."""
         if self.journal is not Journal.NONE:
             self.group.journal.append(JournalEntry(OLTP_STREAM, -1, None, topic, offset))
+        order = self.group.order
+        if order and order[-1].stream == topic and order[-1].last == offset - 1:
+            order[-1].last = offset
+        else:
+            order.append(BatchRun(topic, offset, offset))
 
     def set_sys(self, key: tuple[str, str, int], value: int) -> None:
         self.group.ws.put(SYS_TABLE, key, {"value": value})

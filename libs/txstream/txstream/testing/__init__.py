@@ -38,6 +38,7 @@ from txstream.model.app import App
 from txstream.model.dataflow import build_dataflow
 from txstream.model.declarations import Key, Procedure, Record
 from txstream.model.errors import DataflowError, TxnAbort
+from txstream.oltp.messages import Decision, EngineRequest
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
@@ -136,6 +137,19 @@ class AppTester:
                 self.engine.process_hop(out.hop or "", 0, out.batch_id, out.tuples, ("hop", 0, i))
             hops = self._commit()
         return outcome
+
+    def request(self, req: EngineRequest) -> bool:
+        """Handle one OLTP request (run, prepare, promise, read) as the engine owning its
+        keys would, and commit; False if a prepared transaction's locks make it wait
+        (nothing applied). Replies are in the engine's group, not kept."""
+        applied = self.engine.request(req)
+        self._commit()
+        return applied
+
+    def decide(self, decision: Decision) -> None:
+        """A coordinator's decision on a prepared or promised transaction, and commit."""
+        self.engine.decide(decision)
+        self._commit()
 
     def _commit(self) -> list[OutputBatch]:
         """Commit the engine's group; the parts it sends to repartitioned procedures."""

@@ -15,9 +15,17 @@ the spanning batch, on one engine owning every key, and its tables must equal ev
 partition's committed tables together. The level a procedure declares (`Isolation`) is the
 reference's too: one engine at PL2 reads as of each epoch's start as the many did.
 
-Scope: border stream batches and changelog recovery (the default). An app with OLTP
-transactions or repartitioned edges is refused, naming them: their inputs (requests and hop
-records) are not replayed yet.
+OLTP input is in the same order: each request, decision and promise an engine handled is
+named by its offset, and the reference handles the same record at the same place (a 2PC
+prepare holds its writes until the decision the engine took, a promise until SERIALIZE's).
+The reference does not repeat the coordinator, whose decisions are read from its topic;
+what it checks is that each engine applied exactly what its input said, in its order.
+After an equal replay, the tables' aggregation constraints (`model.aggregates`) are
+checked on the committed rows of every partition together.
+
+Scope: changelog recovery (the default). Repartitioned edges, and OLTP transactions in an
+app with spanning procedures (a 2PC's sides would be held twice by the one reference
+engine), are refused, naming them.
 """
 
 from __future__ import annotations
@@ -35,13 +43,15 @@ from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.declarations import Key, Record, RecoveryMode
+from txstream.oltp.messages import Decision, EngineRequest, Message, Wire, WireDecodeError
 from txstream.recovery.changelog import committed_tables, partition_tables
 from txstream.schemas.codec import WRITER_HEADER, BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 from txstream.testing import AppTester
 
-Ran = tuple[str, int, list[Record]]  # (stream, batch id, tuples), as an engine ran it
+# As an engine ran it: (stream, batch id, tuples), or (OLTP topic, offset, its message).
+Ran = tuple[str, int, Any]
 
 
 class Unverifiable(ValueError):
@@ -55,13 +65,15 @@ class Divergence:
     key: Key
     committed: Record | None  # what the engine committed (None: no row)
     reference: Record | None  # what the serial reference computed
-    last_write: tuple[str, int] | None  # (stream, batch id): the reference's last write to it
+    # the reference's last write to it: (stream, batch id), or (OLTP topic, offset)
+    last_write: tuple[str, int] | None
+    oltp: bool = False  # the last write was an OLTP record
 
     def text(self) -> str:
         where = f"partition {self.partition}, table {self.table!r}, key {list(self.key)!r}"
+        what = "the record at offset {1} of {0}" if self.oltp else "batch {1} of stream {0!r}"
         by = (
-            f"; the reference last wrote it in batch {self.last_write[1]} of stream "
-            f"{self.last_write[0]!r}"
+            f"; the reference last wrote it in {what.format(*self.last_write)}"
             if self.last_write
             else "; the reference never wrote it"
         )
@@ -73,12 +85,13 @@ class Divergence:
 @dataclass(frozen=True)
 class Verdict:
     partitions: int
-    batches: int
+    batches: int  # and OLTP records
     divergence: Divergence | None
+    broken: tuple[str, ...] = ()  # aggregation constraints the committed tables break
 
     @property
     def equal(self) -> bool:
-        return self.divergence is None
+        return self.divergence is None and not self.broken
 
 
 def verify(
@@ -96,12 +109,15 @@ def verify(
               for s in dataflow.border_streams}  # fmt: skip
     writers = {p.fingerprint: BatchCodec(p.schema) for p in published(settings, topics)}
     state_codec = StateCodec(dataflow, registry)
+    wire = Wire(registry)
     runs: list[list[Ran]] = []
     for p in range(partitions):
         order = _order(settings, topics, p)
-        inputs = {s: _batches(settings, topics.stream(s), p, codec, writers)
-                  for s, codec in codecs.items()}  # fmt: skip
-        runs.append(list(_ran(order, inputs)))
+        inputs: dict[str, dict[int, Any]] = {
+            s: _batches(settings, topics.stream(s), p, c, writers) for s, c in codecs.items()
+        }
+        oltp = {t: _oltp(settings, t, p, wire) for t in _oltp_topics(app, topics)}
+        runs.append(list(_ran(order, inputs, oltp)))
         progress(p, len(runs[-1]))
     spanning = frozenset(dataflow.spanning_streams)
     if spanning:  # one reference for every partition together
@@ -110,12 +126,29 @@ def verify(
         owner = partial(partition_of, partitions=partitions)
         found = _first_difference(app, settings, ran, committed, owner)
         return Verdict(partitions, len(ran), found)
+    every: list[dict[str, dict[Key, Record]]] = []
     for p, ran in enumerate(runs):
         committed = partition_tables(settings, state_codec, topics.changelog, p)
         found = _first_difference(app, settings, ran, committed, partial(_constant, p))
         if found is not None:
             return Verdict(partitions, sum(map(len, runs)), found)
-    return Verdict(partitions, sum(map(len, runs)), None)
+        every.append(committed)
+    return Verdict(partitions, sum(map(len, runs)), None, _broken(app, every))
+
+
+def _broken(app: App, partitions: list[dict[str, dict[Key, Record]]]) -> tuple[str, ...]:
+    """Each aggregation constraint a group's sum over every partition's rows breaks."""
+    out = []
+    for table in app.decl.tables.values():
+        for bound in table.aggregates:
+            sums: dict[str, float] = {}
+            for committed in partitions:
+                for row in committed.get(table.name, {}).values():
+                    k = bound.total_key(bound.group_of(row))
+                    sums[k] = sums.get(k, 0) + row.get(bound.field, 0)
+            out += [f"'{bound.text}' on table {table.name!r} breaks for group {k}: sum {v}"
+                    for k, v in sorted(sums.items()) if not bound.allows(v)]  # fmt: skip
+    return tuple(out)
 
 
 def _constant(partition: int, key: Key) -> int:
@@ -137,7 +170,9 @@ def _first_difference(
         for key in sorted(mine.keys() | theirs.keys(), key=repr):
             if mine.get(key) != theirs.get(key):
                 last = _last_write(app, settings, ran, table, key)
-                return Divergence(owner(key), table, key, mine.get(key), theirs.get(key), last)
+                oltp = last is not None and last[0] in _oltp_topics(app, AppTopics(app.name))
+                return Divergence(owner(key), table, key, mine.get(key), theirs.get(key), last,
+                                  oltp)  # fmt: skip
     return None
 
 
@@ -167,8 +202,9 @@ def _merged(runs: list[list[Ran]], spanning: frozenset[str]) -> list[Ran]:
 def refuse(app: App) -> None:
     df = app.dataflow()
     missing = []
-    if app.decl.transactions:
-        missing.append(f"OLTP transactions ({', '.join(sorted(app.decl.transactions))})")
+    if app.decl.transactions and df.spanning_streams:
+        names = ", ".join(sorted(app.decl.transactions))
+        missing.append(f"OLTP transactions ({names}) beside spanning procedures")
     if df.hops:
         missing.append(f"repartitioned edges ({', '.join(df.hops)})")
     if app.recovery is not RecoveryMode.CHANGELOG:
@@ -214,8 +250,39 @@ def _batches(
     return out
 
 
-def _ran(order: Iterable[BatchRun], inputs: dict[str, dict[int, list[Record]]]) -> Iterable[Ran]:
+def _oltp_topics(app: App, topics: AppTopics) -> tuple[str, ...]:
+    if app.decl.transactions:
+        return (topics.requests, topics.decisions, topics.promises)
+    return (topics.requests,) if app.decl.serves_requests else ()
+
+
+def _oltp(settings: Settings, topic: str, partition: int, wire: Wire) -> dict[int, Message]:
+    """Offset -> the request, promise or decision there; a record that does not decode was
+    dead-lettered by the engine, and is not in its order either."""
+    kind: type[Message] = Decision if topic.endswith(".decisions") else EngineRequest
+    out: dict[int, Message] = {}
+    for msg in read_to_committed_end(settings, topic, partition):
+        try:
+            out[msg.offset() or 0] = wire.decode(kind, msg.value() or b"")
+        except WireDecodeError:
+            continue
+    return out
+
+
+def _ran(
+    order: Iterable[BatchRun], inputs: dict[str, dict[int, Any]], oltp: dict[str, dict[int, Any]]
+) -> Iterable[Ran]:
     for run in order:
+        records = oltp.get(run.stream)
+        if records is not None:
+            for offset in range(run.first, run.last + 1):
+                if offset not in records:
+                    raise Unverifiable(f"{run.stream} offset {offset} was handled by the "
+                                       "engine and cannot be read now (retention?)")  # fmt: skip
+                message = records[offset]
+                if not (isinstance(message, EngineRequest) and message.kind == "read"):
+                    yield run.stream, offset, message
+            continue
         if run.stream not in inputs:
             raise Unverifiable(f"the engines ran batches of {run.stream!r}, not a border stream")
         batches = inputs[run.stream]
@@ -226,9 +293,21 @@ def _ran(order: Iterable[BatchRun], inputs: dict[str, dict[int, list[Record]]]) 
 
 def _replay(app: App, settings: Settings, ran: Iterable[Ran]) -> AppTester:
     tester = AppTester(app, schema_dir=settings.schema_dir)
-    for stream, batch_id, tuples in _fed(ran):
-        tester.feed(stream, tuples, batch_id)
+    for entry in _fed(ran):
+        _step(tester, entry)
     return tester
+
+
+def _step(tester: AppTester, entry: Ran) -> None:
+    name, n, item = entry
+    if isinstance(item, Decision):
+        tester.decide(item)
+    elif isinstance(item, EngineRequest):
+        if not tester.request(item):
+            raise Unverifiable(f"{name} offset {n}: the reference finds it waiting for a 2PC "
+                               "decision, where the engine ran it")  # fmt: skip
+    else:
+        tester.feed(name, item, n)
 
 
 def _fed(ran: Iterable[Ran]) -> Iterable[Ran]:
@@ -237,6 +316,9 @@ def _fed(ran: Iterable[Ran]) -> Iterable[Ran]:
     stream's last is given the next one, where the engine would skip it as a repeat."""
     last: dict[str, int] = {}
     for stream, batch_id, tuples in ran:
+        if isinstance(tuples, Message):  # an OLTP record, by its offset
+            yield stream, batch_id, tuples
+            continue
         if batch_id <= last.get(stream, batch_id - 1):
             batch_id = last[stream] + 1
         last[stream] = batch_id
@@ -250,8 +332,8 @@ def _last_write(
     its producer gave it)."""
     tester = AppTester(app, schema_dir=settings.schema_dir)
     last, before = None, None
-    for (stream, batch_id, _), (_, fed_id, tuples) in zip(ran, _fed(ran), strict=True):
-        tester.feed(stream, tuples, fed_id)
+    for (stream, batch_id, _), fed in zip(ran, _fed(ran), strict=True):
+        _step(tester, fed)
         now: Any = tester.state.get(table, key)
         if now != before:
             last, before = (stream, batch_id), now
