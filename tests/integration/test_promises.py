@@ -3,10 +3,11 @@ reservations promised (BASIC) against `sum(qty) >= 0 group by item`, with twice 
 demand as stock, all in flight at once.
 
 Checked: every promise is acknowledged and ends with one final status, to the client and
-on the statuses topic; no item is oversold; the engines' stock per item is the restocked
-units less exactly the committed reservations (so each committed promise landed once and
-no aborted one landed); some reservations were aborted by the constraint, naming it; and
-`txstream verify` replays the run equal, and names a changelog row altered after it.
+on the statuses topic (a BASE one too, committed on its partition with no SERIALIZE); no
+item is oversold; the engines' stock per item is the restocked units less exactly the
+committed reservations (so each committed promise landed once and no aborted one landed);
+some reservations were aborted by the constraint, naming it; and `txstream verify` replays
+the run equal, and names a changelog row altered after it.
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ def test_promised_reservations_never_oversell(cluster: InventoryCluster) -> None
         stocked = workload.run_promises(client, restocks, "restock", in_flight=32)
         assert all(o.status.ok for o in stocked), [o.status for o in stocked if not o.status.ok]
         outcomes = workload.run_promises(client, wanted, "reserve", in_flight=64)
+        # BASE: no SERIALIZE; its partition's commit is its final status
+        base = client.promise(workload.promised(workload.Units(1, 1, 3), "acid_restock"), "BASE")
+        assert base.promised() > 0 and base.status().ok and base.status().values() == [3]
 
     assert all(o.ack_s <= o.final_s for o in outcomes)
     assert workload.oversold(restocks, outcomes) == {}
@@ -83,6 +87,7 @@ def test_promised_reservations_never_oversell(cluster: InventoryCluster) -> None
 
     published = cluster.statuses()
     mine = {o.status.request_id: o.status for o in [*stocked, *outcomes]}
+    mine[base.request_id] = base.status()
     assert Counter(s.request_id for s in published) == Counter(mine.keys()), "one status each"
     assert all(mine[s.request_id] == s for s in published)
 
@@ -91,7 +96,7 @@ def test_promised_reservations_never_oversell(cluster: InventoryCluster) -> None
     app = from_params({"name": cluster.name})
     verdict = verify(cluster.settings, app, cluster.partitions)
     assert verdict.equal, verdict.divergence and verdict.divergence.text()
-    assert verdict.batches >= len(outcomes) + len(stocked) + ITEMS * SITES
+    assert verdict.batches >= len(outcomes) + len(stocked) + ITEMS * SITES + 1
     # a stock row altered in the changelog is named, with the record that last wrote it
     p, key, row = altered_stock_row(cluster)
     found = verify(cluster.settings, app, cluster.partitions).divergence

@@ -18,9 +18,11 @@ from tests.fakes import MemoryBase
 from txstream import Record, TxnContext
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.promises import PROMISED_TABLE
+from txstream.kafka.topics import AppTopics
 from txstream.model.aggregates import parse
 from txstream.model.errors import DataflowError
 from txstream.oltp.messages import Decision, EngineReply, EngineRequest, Fragment
+from txstream_coordinator.protocol import Coordinator
 
 
 def make_engine(base: MemoryBase) -> PartitionEngine:
@@ -60,8 +62,10 @@ def test_a_promise_holds_its_writes_and_replies_its_deltas() -> None:
     assert "stock" not in engine.group.ws.tables  # nothing lands before SERIALIZE
     assert ("p.a",) in engine.group.ws.tables[PROMISED_TABLE]
     assert not engine.blocked and engine.participant.locks == {}
-    # a second promise on the same row neither waits nor conflicts
-    assert send(engine, "promise", "p.b", units("reserve", 1, 1, 3)).ok
+    # a second promise on the same row neither waits nor conflicts; it reads the row as
+    # serialized, without the first (BASIC's stale read): 10 - 3, not 10 - 4 - 3
+    r = send(engine, "promise", "p.b", units("reserve", 1, 1, 3))
+    assert r.ok and r.results == "[7]"
 
 
 def test_decisions_apply_the_formulas_to_the_row_as_it_then_stands() -> None:
@@ -146,3 +150,49 @@ def test_a_constraint_reads_its_bound_and_groups() -> None:
     assert (a.field, a.op, a.bound, a.group_by) == ("qty", "<=", 12.5, ("item", "site"))
     assert a.allows(12.5) and not a.allows(13)
     assert a.group_of({"item": 1, "site": 2, "qty": 0}) == [1, 2]
+
+
+def test_a_base_transaction_commits_on_its_partition_at_once() -> None:
+    engine, _ = opened()
+    r = send(engine, "base", "p.c", Fragment.call((1, 9), "acid_restock", item=1, site=9, qty=5))
+    assert (r.kind, r.ok, r.reason) == ("base", False, "no_site")  # its final status
+    r = send(engine, "base", "p.d", Fragment.call((1, 1), "acid_restock", item=1, site=1, qty=5))
+    assert (r.kind, r.ok, r.results) == ("base", True, "[5]")
+    assert engine.group.ws.tables["acid_stock"][(1, 1)]["qty"] == 5  # no hold, no decision
+    assert PROMISED_TABLE not in engine.group.ws.tables
+    # nothing serializes it, so it may not change a summed field
+    r = send(engine, "base", "p.e", units("reserve", 1, 1, 1))
+    assert (r.ok, r.reason) == (False, "aggregate_bound")
+
+
+def test_basic_lets_one_row_cross_the_bound_and_sums_show_it_for_a_moment() -> None:
+    """Two documented anomalies: a row under a group-by bound may cross it alone (only the
+    sum is bounded), and while decisions land on the partitions one by one a sum over the
+    engines' rows may be below its bound."""
+    bases = [MemoryBase(), MemoryBase()]
+    engines = [make_engine(b) for b in bases]
+    for p, e in enumerate(engines):
+        assert send(e, "run", f"0.{p}", Fragment.call((1, p), "open_site", item=1, site=p)).ok
+        bases[p].apply(e.take_group())
+    decl = build_app().decl
+    bounds = [a for t in decl.tables.values() for a in t.aggregates]
+    coordinator = Coordinator(2, AppTopics("inventory"), decl.transactions, bounds=bounds)
+    stocked = send(engines[1], "promise", "p.in", units("restock", 1, 1, 5))
+    taken = send(engines[0], "promise", "p.out", units("reserve", 1, 0, 5))
+    decisions = []
+    for rep, p in ((stocked, 1), (taken, 0)):
+        acts = coordinator.reply(EngineReply(**{**rep.__dict__, "partition": p}), 1.0)
+        assert acts.statuses[0].ok
+        decisions += acts.decisions
+    by_partition = dict(decisions)
+    engines[0].participant.decide(by_partition[0])  # the reservation lands first
+    bases[0].apply(engines[0].take_group())
+    assert bases[0].tables["stock"][(1, 0)]["qty"] == -5  # the row alone is below 0
+
+    def item_sum() -> int:
+        return sum(r["qty"] for b in bases for r in b.tables["stock"].values())
+
+    assert item_sum() == -5  # and so is the item's sum, until the restock lands on p1
+    engines[1].participant.decide(by_partition[1])
+    bases[1].apply(engines[1].take_group())
+    assert item_sum() == 0

@@ -104,3 +104,16 @@ def test_totals_survive_a_restart_from_a_truncated_log() -> None:
         assert [(p, d.txn_id, d.commit) for p, d in acts.decisions] == [(1, "p.3", True)]
         assert statuses(fresh.reply(promised("p.4", 7, -2), 31.0))[0][1] == "aborted"
         assert statuses(fresh.reply(promised("p.5", 7, -1), 31.0))[0][1] == "committed"
+
+
+def test_a_base_transaction_s_reply_is_its_final_status_only_published() -> None:
+    c = coordinator()
+    ok = EngineReply("p.b", 2, "base", True, results="[5]", request_id="req-b", reply_to=CLIENT)
+    acts = c.reply(ok, 1.0)
+    assert statuses(acts) == [("p.b", "committed", "")] and acts.statuses[0].values() == [5]
+    assert acts.results == [(CLIENT, acts.statuses[0])]
+    assert not acts.log and not acts.decisions and not c.active and c.totals.values == {}
+    failed = EngineReply("p.c", 2, "base", False, "no_site", "no site 9", request_id="req-c",
+                         reply_to=CLIENT)  # fmt: skip
+    assert statuses(c.reply(failed, 1.0)) == [("p.c", "aborted", "no_site")]
+    assert c.counts == {"base_committed": 1, "base_aborted_no_site": 1}

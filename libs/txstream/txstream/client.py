@@ -122,10 +122,15 @@ class TxClient:
         self.producer.poll(0)
         return future
 
-    def promise(self, fragments: Sequence[Fragment]) -> Promise:
-        """Send a promised (BASIC) transaction: no coordinator round before the promise.
-        Its fragments run on one partition; aggregation constraints are checked when it
-        is serialized, and `Promise.status()` tells how that ended."""
+    def promise(self, fragments: Sequence[Fragment], level: str = "BASIC") -> Promise:
+        """Send a promised transaction: no coordinator round before the promise. Its
+        fragments run on one partition. BASIC: aggregation constraints are checked when it
+        is serialized, and `Promise.status()` tells how that ended. BASE: it commits on its
+        partition when run, nothing serialized, and may not change summed fields
+        (`docs/consistency.md`)."""
+        kinds = {"BASIC": "promise", "BASE": "base"}
+        if level.upper() not in kinds:
+            raise ValueError(f"level {level!r}: a promise is BASIC or BASE (ACID is `call`)")
         parts = self._partition_count()
         placed = {partition_of(key_of(f.key), parts) for f in fragments}
         if len(placed) != 1:
@@ -138,8 +143,9 @@ class TxClient:
         final: Future[TxnResult] = Future()
         with self._lock:
             self._pending[request_id] = final
+        kind = kinds[level.upper()]
         req = EngineRequest(
-            f"p.{request_id}", 0, "promise", request_id, self.topics.oltp_out, list(fragments)
+            f"p.{request_id}", 0, kind, request_id, self.topics.oltp_out, list(fragments)
         )
         started = perf_counter()
 

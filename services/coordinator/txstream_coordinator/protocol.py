@@ -308,7 +308,7 @@ class Coordinator:
             self._vote(rep, now, acts)
         elif rep.kind == "ack":
             self._ack(rep, acts)
-        elif rep.kind == "promise":
+        elif rep.kind in ("promise", "base"):
             self._serialize(rep, now, acts)
         return acts
 
@@ -436,7 +436,8 @@ class Coordinator:
         place in the serial order is now, and its final status follows from the totals as
         they stand. A commit adds its deltas; the decision goes to the partition (and
         again until acknowledged, like a 2PC decision), the status to the client and to
-        the statuses topic."""
+        the statuses topic. A BASE transaction's reply is its final status already (it
+        committed on its partition, with no deltas): only published."""
         if rep.txn_id in self.active or rep.txn_id in self.outcomes:
             return  # serialized already: an engine replies once per promise
         problem = None if rep.ok else (rep.reason, rep.detail)
@@ -445,7 +446,7 @@ class Coordinator:
             problem = self.totals.problem(deltas)
         commit = problem is None
         reason, detail = problem or ("", "")
-        if rep.ok:  # held on its partition: decided here, and logged
+        if rep.ok and rep.kind == "promise":  # held on its partition: decided here, logged
             if commit:
                 self.totals.add(deltas)
             t = _TwoPC(rep.txn_id, rep.epoch, rep.request_id, rep.reply_to, [rep.partition],
@@ -456,7 +457,7 @@ class Coordinator:
             acts.log.append(logged)
             self._send_decision(t, t.participants, now, acts)
         status = "committed" if commit else "aborted"
-        self._count(f"promise_{status}" if commit else f"promise_aborted_{reason}")
+        self._count(f"{rep.kind}_{status}" if commit else f"{rep.kind}_aborted_{reason}")
         result = TxnResult(rep.request_id, rep.txn_id, status, reason, detail,
                            rep.results if commit else "[]", partitions=[rep.partition])  # fmt: skip
         acts.statuses.append(result)

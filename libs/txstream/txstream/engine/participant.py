@@ -138,6 +138,8 @@ class Participant:
                 self._prepare(req, stale)
             elif req.kind == "promise":
                 self._promise(req)
+            elif req.kind == "base":
+                self._base(req)
             else:
                 raise ValueError(f"unknown engine request kind {req.kind!r}")
         except Conflict:
@@ -258,6 +260,19 @@ class Participant:
         self.engine.group.urgent = True  # SERIALIZE waits for it
         self._reply(req.txn_id, "promise", True, results=results, rows=json.dumps(deltas),
                     req=req)  # fmt: skip
+
+    def _base(self, req: EngineRequest) -> None:
+        """A BASE transaction: acknowledged to its client before it ran (like a promise),
+        then run here and committed at once, with no SERIALIZE; so it may not change a
+        field under an aggregation constraint (`TableView._bounded`)."""
+        outcome = self._execute(req.fragments)
+        if isinstance(outcome, _Failed):
+            self.engine.group.oltp_aborts[(outcome.procedure, outcome.reason)] += 1
+            self._reply(req.txn_id, "base", False, outcome.reason, outcome.detail, req=req)
+            return
+        ws, results = outcome
+        self.engine.merge(ws)
+        self._reply(req.txn_id, "base", True, results=results, req=req)
 
     def _vote(self, held: Prepared) -> None:
         held.voted_at = time.monotonic()

@@ -161,7 +161,7 @@ class EngineRequest(Message):
     type_byte = b"E"
     txn_id: str
     epoch: int
-    kind: str  # run | prepare | read | promise (from a client)
+    kind: str  # run | prepare | read | promise | base (the last two from a client)
     request_id: str
     reply_to: str
     fragments: list[Fragment] = field(default_factory=list)
@@ -183,7 +183,7 @@ class EngineReply(Message):
     type_byte = b"Y"
     txn_id: str
     partition: int
-    kind: str  # result | vote | ack | rows | promise
+    kind: str  # result | vote | ack | rows | promise | base
     ok: bool
     reason: str = ""
     detail: str = ""

@@ -436,10 +436,11 @@ class PartitionTask:
             self.engine.decide(self.wire.decode(Decision, value))
             return True
         req = self.wire.decode(EngineRequest, value)
-        if (req.kind == "promise") != (topic == self.topics.promises):
+        if (req.kind in ("promise", "base")) != (topic == self.topics.promises):
             # clients write promises, and only the coordinator the requests (ACLs)
-            raise ValueError(f"a {req.kind!r} request on {topic}: {self.topics.promises} "
-                             "takes promises only, and nothing else does")  # fmt: skip
+            promises = self.topics.promises
+            raise ValueError(f"a {req.kind!r} request on {topic}: {promises} takes promised "
+                             "(BASIC, BASE) transactions only, and nothing else does")  # fmt: skip
         if req.kind != "read" and (
             reads_only or (self._spanning and self.engine.spans.holds(spanning=False))
         ):
