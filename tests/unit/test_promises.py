@@ -10,12 +10,13 @@ a constrained field keeps its value, and inside one it changes by add() only.
 from __future__ import annotations
 
 import json
+from typing import TypedDict
 
 import pytest
 
 from inventory.dataflow import NONNEGATIVE, Site, build_app
 from tests.fakes import MemoryBase
-from txstream import Record, TxnContext
+from txstream import App, Record, TxnContext
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.promises import PROMISED_TABLE
 from txstream.kafka.topics import AppTopics
@@ -135,7 +136,8 @@ def test_a_promise_changes_a_summed_field_by_add_only() -> None:
 @pytest.mark.parametrize(
     ("text", "problem"),
     [
-        ("count(*) <= 3", "is not of the form"),
+        ("avg(qty) <= 3", "is not of the form"),
+        ("count(qty) <= 3", "is not of the form"),
         ("sum(qty) > 0", "is not of the form"),
         ("sum(qty) >= 0 group by qty", "groups by the field it sums"),
     ],
@@ -196,3 +198,76 @@ def test_basic_lets_one_row_cross_the_bound_and_sums_show_it_for_a_moment() -> N
     engines[1].participant.decide(by_partition[1])
     bases[1].apply(engines[1].take_group())
     assert item_sum() == 0
+
+
+class Seat(TypedDict):
+    flight: int
+    seat: int
+
+
+def seats_app() -> App:
+    """Seats on flights: at most 2 booked per flight, rows of a flight on every partition."""
+    app = App("seats")
+    app.table("seats", schema="x.Seat", key=("flight", "seat"),
+              aggregates=["count(*) <= 2 group by flight"])  # fmt: skip
+
+    @app.transaction(params=Seat)
+    def book(ctx: TxnContext, params: Record) -> None:
+        ctx.table("seats").put((params["flight"], params["seat"]), dict(params))
+
+    @app.transaction(params=Seat)
+    def cancel(ctx: TxnContext, params: Record) -> None:
+        ctx.table("seats").delete((params["flight"], params["seat"]))
+
+    @app.transaction(params=Seat)
+    def rebook(ctx: TxnContext, params: Record) -> None:
+        key = (params["flight"], params["seat"])
+        ctx.table("seats").put(key, {**dict(params), "flight": params["flight"] + 1})
+
+    return app
+
+
+def seat(procedure: str, flight: int, number: int) -> Fragment:
+    return Fragment.call((flight, number), procedure, flight=flight, seat=number)
+
+
+def test_a_count_changes_by_rows_a_promise_creates_or_deletes() -> None:
+    base = MemoryBase()
+    engine = PartitionEngine(seats_app().dataflow(), base, partition=0, params={})
+    total = json.dumps(["seats", "count(*) <= 2 group by flight", [7]])
+    r = send(engine, "promise", "p.1", seat("book", 7, 1))
+    assert json.loads(r.rows) == [[total, 1]]
+    # another promise on a row a held one writes waits for nothing: it aborts at once
+    r = send(engine, "promise", "p.2", seat("book", 7, 1))
+    assert (r.ok, r.reason) == (False, "promised_row") and "p.1" in r.detail
+    engine.participant.decide(Decision("p.1", 0, True))
+    base.apply(engine.take_group())
+    r = send(engine, "promise", "p.3", seat("book", 7, 1))  # the row exists: no change
+    assert r.ok and json.loads(r.rows) == []
+    r = send(engine, "promise", "p.4", seat("cancel", 7, 1))
+    assert (r.ok, r.reason) == (False, "promised_row")  # p.3 is still held
+    engine.participant.decide(Decision("p.3", 0, True))
+    r = send(engine, "promise", "p.5", seat("cancel", 7, 1))
+    assert json.loads(r.rows) == [[total, -1]]
+    # outside a promise no row is created or deleted, and nowhere does a row change group
+    r = send(engine, "run", "0.1", seat("book", 7, 2))
+    assert (r.ok, r.reason) == (False, "aggregate_bound")
+    assert "only promised (BASIC) transactions create or delete its rows" in r.detail
+    r = send(engine, "promise", "p.6", seat("rebook", 7, 1))
+    assert (r.ok, r.reason) == (False, "aggregate_bound") and "stays in its group" in r.detail
+
+
+def test_serialize_bounds_a_count_across_partitions() -> None:
+    app = seats_app()
+    bounds = [a for t in app.decl.tables.values() for a in t.aggregates]
+    c = Coordinator(4, AppTopics("seats"), app.decl.transactions, bounds=bounds)
+    total = json.dumps(["seats", "count(*) <= 2 group by flight", [7]])
+
+    def booked(txn_id: str, part: int, delta: int) -> bool:
+        rep = EngineReply(txn_id, part, "promise", True, rows=json.dumps([[total, delta]]),
+                          request_id=txn_id, reply_to=AppTopics("seats").oltp_out)  # fmt: skip
+        return c.reply(rep, 1.0).statuses[0].ok
+
+    assert booked("p.1", 0, +1) and booked("p.2", 3, +1)
+    assert not booked("p.3", 1, +1)  # a third seat on flight 7, from another partition
+    assert booked("p.4", 3, -1) and booked("p.5", 1, +1)

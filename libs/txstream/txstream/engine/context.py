@@ -114,8 +114,8 @@ class TableView:
         for c in self._table.constraints:
             if not c.check(new):
                 raise ConstraintViolation(name, c.name, k)
-        if self._table.aggregates and not (ctx.basic and op == "add"):
-            self._bounded(k, new)
+        if self._table.aggregates:
+            self._bounded(k, new, frozenset(values) if ctx.basic and op == "add" else frozenset())
         ws = ctx.ws
         plain = formulas.pinned(ws, name, k)
         ws.put(name, k, new)
@@ -124,27 +124,34 @@ class TableView:
             ctx.fire_insert(name, private(new))
         return self._copy(new)
 
-    def _bounded(self, key: Key, new: Record | None) -> None:
-        """A write to a table with aggregation constraints: their sums change only by
-        promised transactions' additions, which SERIALIZE checks in one order
-        (`model.aggregates`); so elsewhere a summed field keeps its value (0 for a row
-        created or deleted), and a promised transaction only adds to it."""
+    def _bounded(self, key: Key, new: Record | None, added: frozenset[str] = frozenset()) -> None:
+        """A write to a table with aggregation constraints, whose totals change only by
+        promised transactions, which SERIALIZE checks in one order (`model.aggregates`):
+        a summed field changes only by a promise's add() (`added`: the fields this call
+        adds to), a counted row is created or deleted only by a promise, and no row moves
+        to another group."""
         ctx = self._ctx
         old = read(ctx.ws, ctx.base, self._name, key)
         for a in self._table.aggregates:
-            before = 0 if old is None else old.get(a.field, 0)
-            after = 0 if new is None else new.get(a.field, 0)
-            if before == after:
+            try:
+                before, after = a.contribution(old), a.contribution(new)
+            except KeyError as e:
+                raise TxnAbort("bad_row", str(e.args[0])) from None
+            moved = before is not None and after is not None and before[0] != after[0]
+            if moved and (a.counts or _amount(before) or _amount(after)):
+                why = "a row stays in its group while it exists"
+            elif a.counts and (before is None) != (after is None) and not ctx.basic:
+                why = "only promised (BASIC) transactions create or delete its rows"
+            elif a.counts or a.field in added or _amount(before) == _amount(after):
                 continue
-            how = (
-                "a promised (BASIC) transaction changes it with add() only"
-                if ctx.basic
-                else "only promised (BASIC) transactions change it, with add()"
-            )
+            elif ctx.basic:
+                why = "a promised (BASIC) transaction changes it with add() only"
+            else:
+                why = "only promised (BASIC) transactions change it, with add()"
             raise TxnAbort(
                 "aggregate_bound",
-                f"table {self._name!r} key {list(key)}: {a.field} {before!r} -> {after!r} "
-                f"is under '{a.text}': {how}",
+                f"table {self._name!r} key {list(key)}: {old!r} -> {new!r} is under "
+                f"'{a.text}': {why}",
             )
 
     def scan(self, prefix: Key | int | str = ()) -> Iterator[tuple[Key, Record]]:
@@ -152,6 +159,10 @@ class TableView:
         self._ctx.check(self._table.name, None)
         rows = scan(self._ctx.ws, self._ctx.base, self._name, as_key(prefix), self._copy)
         return iter(list(rows))
+
+
+def _amount(contribution: tuple[str, float] | None) -> float:
+    return 0 if contribution is None else contribution[1]
 
 
 class WindowView:

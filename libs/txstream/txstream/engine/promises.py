@@ -22,8 +22,8 @@ from typing import Any
 
 from txstream.engine.formulas import Formula
 from txstream.engine.group import Group
-from txstream.engine.writeset import TOMBSTONE, Base, WriteSet
-from txstream.model.declarations import Table
+from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read
+from txstream.model.declarations import Key, Record, Table
 from txstream.model.errors import TxnAbort
 from txstream.oltp.messages import Decision
 
@@ -38,22 +38,35 @@ class Held:
     ws: WriteSet
 
 
-def deltas(ws: WriteSet, tables: dict[str, Table]) -> Deltas:
+def deltas(
+    ws: WriteSet, tables: dict[str, Table], before: Callable[[str, Key], Record | None]
+) -> Deltas:
     """What `ws` adds to each aggregation constraint's running total, by group. Every
-    change to a summed field is an `add` formula here (`TableView._bounded` refused the
-    rest); the group comes from the row as the transaction left it."""
+    change to a summed field is an `add` formula here, and every change to a count a row
+    created or deleted (`TableView._bounded` refused the rest); `before` is a row as the
+    transaction found it."""
     out: dict[str, float] = {}
-    for (table, _key), todo in (ws.formulas or {}).items():
-        bounds = tables[table].aggregates
-        if not bounds:
-            continue
-        row = ws.tables[table][_key]
-        for a in bounds:
-            added = sum(f.value for f in todo if f.op == "add" and f.field == a.field)
-            if added:
-                k = a.total_key(a.group_of(row))
-                out[k] = out.get(k, 0) + added
-    return [[k, v] for k, v in sorted(out.items())]
+
+    def count(key: str, amount: float) -> None:
+        out[key] = out.get(key, 0) + amount
+
+    for table, rows in ws.tables.items():
+        declared = tables.get(table)
+        bounds = declared.aggregates if declared is not None else ()
+        for key, row in rows.items() if bounds else ():
+            new = None if row is TOMBSTONE else row
+            todo = (ws.formulas or {}).get((table, key), [])
+            for a in bounds:
+                if a.counts:
+                    old = before(table, key)
+                    if (old is None) != (new is None):
+                        k, _ = a.contribution(new if old is None else old) or ("", 0)
+                        count(k, 1 if old is None else -1)
+                    continue
+                added = sum(f.value for f in todo if f.op == "add" and f.field == a.field)
+                if added and new is not None:
+                    count(a.total_key(a.group_of(new)), added)
+    return [[k, v] for k, v in sorted(out.items()) if v]
 
 
 class Promises:
@@ -70,10 +83,24 @@ class Promises:
             self.held[str(txn_id)] = Held(str(txn_id), _ws_of(row["writes"]))
 
     def hold(self, txn_id: str, ws: WriteSet, tables: dict[str, Table]) -> Deltas:
-        """Keep `ws` (durably, with the group) until its decision; its deltas, or TxnAbort
-        for a row whose group cannot be named."""
+        """Keep `ws` (durably, with the group) until its decision; its deltas. TxnAbort for
+        a row whose group cannot be named, or for a row of a counted table that a promise
+        still held writes too: which of the two would create or delete it is only known
+        when both land, and the count must be known now."""
+        for table, rows in ws.tables.items():
+            declared = tables.get(table)
+            if declared is None or not any(a.counts for a in declared.aggregates):
+                continue
+            for key in rows:
+                other = next((h.txn_id for h in self.held.values()
+                              if key in h.ws.tables.get(table, {})), None)  # fmt: skip
+                if other is not None:
+                    raise TxnAbort("promised_row", f"table {table!r} key {list(key)} is "
+                                   f"written by promise {other}, not decided yet: retry once "
+                                   "it has its status")  # fmt: skip
+        group = self._group().ws
         try:
-            out = deltas(ws, tables)
+            out = deltas(ws, tables, lambda t, k: read(group, self._base, t, k))
         except KeyError as e:
             raise TxnAbort("bad_row", str(e.args[0])) from None
         ws.parent = None  # held on its own: the group it read through commits meanwhile

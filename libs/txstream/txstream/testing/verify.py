@@ -137,16 +137,17 @@ def verify(
 
 
 def _broken(app: App, partitions: list[dict[str, dict[Key, Record]]]) -> tuple[str, ...]:
-    """Each aggregation constraint a group's sum over every partition's rows breaks."""
+    """Each aggregation constraint a group's sum (or count) over every partition's rows
+    breaks."""
     out = []
     for table in app.decl.tables.values():
         for bound in table.aggregates:
             sums: dict[str, float] = {}
             for committed in partitions:
                 for row in committed.get(table.name, {}).values():
-                    k = bound.total_key(bound.group_of(row))
-                    sums[k] = sums.get(k, 0) + row.get(bound.field, 0)
-            out += [f"'{bound.text}' on table {table.name!r} breaks for group {k}: sum {v}"
+                    k, amount = bound.contribution(row) or ("", 0)
+                    sums[k] = sums.get(k, 0) + amount
+            out += [f"'{bound.text}' on table {table.name!r} breaks for group {k}: {v}"
                     for k, v in sorted(sums.items()) if not bound.allows(v)]  # fmt: skip
     return tuple(out)
 
