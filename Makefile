@@ -133,6 +133,7 @@ bench: up peers-venv
 	$(BIN)/python bench/bank_bench.py --accounts 100000 --transfers 1000 --out build/bench/bank_bench.json
 	$(BIN)/python -m bench.ycsb_bench --records 10000 --ops 5000
 	$(BIN)/python -m bench.inventory_bench --reservations 1000
+	$(BIN)/python -m bench.tpcc_bench --warehouses 4 --txns 1000
 	$(BIN)/python bench/etl_bench.py --votes 20000 --rate 1000
 	$(BIN)/python bench/orders_bench.py --events 3000 --workers 1,2 --batch-sizes 1 --out build/bench/orders_bench.json
 	$(BIN)/python bench/transfers_bench.py --accounts 2000 --transfers 3000 --workers 1 --batch-sizes 1,10
@@ -152,6 +153,7 @@ bench-full: up peers-venv
 	$(BIN)/python bench/bank_bench.py --accounts 100000 --transfers 6000
 	$(BIN)/python -m bench.ycsb_bench --records 100000 --ops 50000
 	$(BIN)/python -m bench.inventory_bench --reservations 10000
+	$(BIN)/python -m bench.tpcc_bench --warehouses 4 --items 10000 --customers 1000 --txns 20000
 	$(BIN)/python bench/etl_bench.py --votes 50000 --rate 1000
 	$(BIN)/python bench/orders_bench.py --events 20000 --workers 1,2,4 --batch-sizes 1,10
 	$(BIN)/python bench/transfers_bench.py --accounts 10000 --transfers 20000 --workers 1,2 --batch-sizes 1,10
