@@ -18,7 +18,15 @@ from txstream.config import Settings
 from txstream.engine.group import BatchRun, decode_order, encode_order
 from txstream.oltp.messages import Decision, EngineRequest, Fragment
 from txstream.testing import AppTester
-from txstream.testing.verify import Unverifiable, _broken, _merged, _ran, _replay, refuse
+from txstream.testing.verify import (
+    Unverifiable,
+    _broken,
+    _merged,
+    _named,
+    _ran,
+    _replay,
+    refuse,
+)
 
 VOTE = {"vote_id": 1, "phone_number": 6175550101, "contestant_number": 1}
 
@@ -176,3 +184,12 @@ def test_per_partition_batch_ids_that_repeat_across_partitions_all_replay() -> N
     ran = _merged(runs, frozenset({"transfers"}))
     tester = _replay(transfers(), Settings(), ran)
     assert {k[0]: r["balance"] for k, r in tester.table("accounts").items()} == {0: 6, 1: 4}
+
+
+def test_a_run_whose_order_names_no_oltp_records_is_refused() -> None:
+    """Written by an engine older than the OLTP replay: refused, not called divergent."""
+    oltp: dict[str, dict[int, Any]] = {"bank.requests": {0: request("run", "1.1")}}
+    with pytest.raises(Unverifiable, match=r"bank\.requests holds 1: the run was committed"):
+        _named([BatchRun("payroll", 1, 2)], oltp, 0)
+    _named([BatchRun("bank.requests", 0, 0)], oltp, 0)  # named: fine
+    _named([BatchRun("payroll", 1, 2)], {"bank.requests": {}}, 0)  # no OLTP input: fine

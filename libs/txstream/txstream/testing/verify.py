@@ -117,6 +117,7 @@ def verify(
             s: _batches(settings, topics.stream(s), p, c, writers) for s, c in codecs.items()
         }
         oltp = {t: _oltp(settings, t, p, wire) for t in _oltp_topics(app, topics)}
+        _named(order, oltp, p)
         runs.append(list(_ran(order, inputs, oltp)))
         progress(p, len(runs[-1]))
     spanning = frozenset(dataflow.spanning_streams)
@@ -268,6 +269,21 @@ def _oltp(settings: Settings, topic: str, partition: int, wire: Wire) -> dict[in
         except WireDecodeError:
             continue
     return out
+
+
+def _named(order: list[BatchRun], oltp: dict[str, dict[int, Any]], partition: int) -> None:
+    """An engine that handled OLTP records names them in its order (since verify replays
+    them); a run whose order names none while a topic holds some was committed by an older
+    engine, and its replay would differ from it everywhere OLTP wrote."""
+    if any(run.stream in oltp for run in order):
+        return
+    held = {t: len(r) for t, r in oltp.items() if r}
+    if held:
+        raise Unverifiable(
+            f"partition {partition}: the engines' commit notices name no OLTP records, but "
+            f"{', '.join(f'{t} holds {n}' for t, n in held.items())}: the run was committed "
+            "by an engine older than verify's replay of OLTP input; verify a run made since"
+        )
 
 
 def _ran(
