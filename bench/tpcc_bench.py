@@ -42,7 +42,7 @@ from typing import Any
 import psycopg
 
 from bench import tpcc_pg
-from bench.leaderboard_peers.postgres import private_cluster
+from bench.leaderboard_peers.postgres import private_cluster, serve
 from bench.machine_info import machine, machine_text
 from bench.ycsb_bench import txstream_app
 from tpcc.dataflow import DISTRICTS
@@ -213,43 +213,29 @@ def txstream_violations(client: TxClient, warehouses: int) -> list[str]:
 def pg_run(dsn: str, txns: list[Txn], clients: int) -> Result:
     result = Result("PostgreSQL")
     lock = threading.Lock()
-    cursor = iter(txns)
+    backoff = random.Random()
 
-    def client() -> None:
-        backoff = random.Random()
-        with psycopg.connect(dsn) as conn:
-            conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
-            while True:
-                with lock:
-                    txn = next(cursor, None)
-                if txn is None:
-                    return
-                t0 = time.perf_counter()
-                ok, retries = None, 0
-                while ok is None and retries < RETRIES:
-                    try:
-                        ok = tpcc_pg.run(conn, *txn)
-                    except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
-                        conn.rollback()
-                        retries += 1
-                        time.sleep(backoff.uniform(0, min(0.05, 0.001 * 2**retries)))
-                ms = (time.perf_counter() - t0) * 1000
-                with lock:
-                    result.retries += retries
-                    if ok:
-                        result.done(txn[0], ms)
-                    elif ok is False:
-                        result.rolled_back += 1
-                    else:
-                        result.failed["retries"] += 1
+    def each(conn: psycopg.Connection[Any], txn: Txn) -> None:
+        t0 = time.perf_counter()
+        ok, retries = None, 0
+        while ok is None and retries < RETRIES:
+            try:
+                ok = tpcc_pg.run(conn, *txn)
+            except (psycopg.errors.SerializationFailure, psycopg.errors.DeadlockDetected):
+                conn.rollback()
+                retries += 1
+                time.sleep(backoff.uniform(0, min(0.05, 0.001 * 2**retries)))
+        ms = (time.perf_counter() - t0) * 1000
+        with lock:
+            result.retries += retries
+            if ok:
+                result.done(txn[0], ms)
+            elif ok is False:
+                result.rolled_back += 1
+            else:
+                result.failed["retries"] += 1
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    result.seconds = time.perf_counter() - started
+    result.seconds = serve(dsn, txns, clients, each)
     return result
 
 

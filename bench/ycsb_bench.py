@@ -32,12 +32,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import date
 from pathlib import Path
+from typing import Any
 
 import psycopg
 from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
-from bench.leaderboard_peers.postgres import private_cluster
+from bench.leaderboard_peers.postgres import private_cluster, serve
 from bench.machine_info import machine, machine_text
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
@@ -251,33 +252,19 @@ def pg_load(dsn: str, records: int) -> None:
 def pg_run(dsn: str, workload: str, ops: list[Op], clients: int) -> Result:
     result = Result("PostgreSQL", workload)
     lock = threading.Lock()
-    cursor = iter(ops)
 
-    def client() -> None:
-        with psycopg.connect(dsn) as conn:
-            conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
-            while True:
-                with lock:
-                    op = next(cursor, None)
-                if op is None:
-                    return
-                t0 = time.perf_counter()
-                ok, retries = pg_op(conn, op)
-                elapsed = (time.perf_counter() - t0) * 1000
-                with lock:
-                    result.retries += retries
-                    if ok:
-                        result.latencies_ms.append(elapsed)
-                    else:
-                        result.failed += 1
+    def each(conn: psycopg.Connection[Any], op: Op) -> None:
+        t0 = time.perf_counter()
+        ok, retries = pg_op(conn, op)
+        elapsed = (time.perf_counter() - t0) * 1000
+        with lock:
+            result.retries += retries
+            if ok:
+                result.latencies_ms.append(elapsed)
+            else:
+                result.failed += 1
 
-    threads = [threading.Thread(target=client) for _ in range(clients)]
-    started = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    result.seconds = time.perf_counter() - started
+    result.seconds = serve(dsn, ops, clients, each)
     return result
 
 

@@ -77,44 +77,44 @@ def build_app(name: str = "inventory") -> App:
     @app.transaction(params=Units)
     def acid_restock(ctx: TxnContext, params: Record) -> int:
         """2PC path: units arrive at a site (this fragment) ..."""
-        rows = ctx.table("acid_stock")
-        key = (params["item"], params["site"])
-        row = rows.get(key)
-        if row is None:
-            ctx.abort("no_site", f"item {params['item']} has no site {params['site']}")
-        assert row is not None
-        rows.put(key, {**row, "qty": row["qty"] + params["qty"]})
-        return int(row["qty"] + params["qty"])
+        return _site(ctx, params, +params["qty"])
 
     @app.transaction(params=Claim)
     def release(ctx: TxnContext, params: Record) -> int:
         """... and count as available on the item's partition (the other fragment)."""
-        rows = ctx.table("available")
-        row = rows.get(params["item"]) or {"item": params["item"], "qty": 0}
-        rows.put(params["item"], {**row, "qty": row["qty"] + params["qty"]})
-        return int(row["qty"] + params["qty"])
+        return _available(ctx, params, +params["qty"])
 
     @app.transaction(params=Units)
     def take(ctx: TxnContext, params: Record) -> int:
         """2PC path: take units at a site ..."""
-        rows = ctx.table("acid_stock")
-        key = (params["item"], params["site"])
-        row = rows.get(key)
-        if row is None:
-            ctx.abort("no_site", f"item {params['item']} has no site {params['site']}")
-        assert row is not None
-        rows.put(key, {**row, "qty": row["qty"] - params["qty"]})
-        return int(row["qty"] - params["qty"])
+        return _site(ctx, params, -params["qty"])
 
     @app.transaction(params=Claim)
     def claim(ctx: TxnContext, params: Record) -> int:
         """... and claim them from the item's available count, which may not go below 0."""
-        rows = ctx.table("available")
-        row = rows.get(params["item"]) or {"item": params["item"], "qty": 0}
-        rows.put(params["item"], {**row, "qty": row["qty"] - params["qty"]})
-        return int(row["qty"] - params["qty"])
+        return _available(ctx, params, -params["qty"])
 
     return app
+
+
+def _site(ctx: TxnContext, params: Record, units: int) -> int:
+    """The 2PC path's site row, `units` more (or fewer); its new quantity."""
+    rows, key = ctx.table("acid_stock"), (params["item"], params["site"])
+    row = rows.get(key)
+    if row is None:
+        ctx.abort("no_site", f"item {params['item']} has no site {params['site']}")
+    assert row is not None
+    rows.put(key, {**row, "qty": row["qty"] + units})
+    return int(row["qty"] + units)
+
+
+def _available(ctx: TxnContext, params: Record, units: int) -> int:
+    """The 2PC path's count of an item's units not reserved, `units` more or fewer; the
+    table's constraint aborts it below 0."""
+    rows = ctx.table("available")
+    row = rows.get(params["item"]) or {"item": params["item"], "qty": 0}
+    rows.put(params["item"], {**row, "qty": row["qty"] + units})
+    return int(row["qty"] + units)
 
 
 def from_params(params: Mapping[str, Any]) -> App:

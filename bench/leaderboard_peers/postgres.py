@@ -13,10 +13,17 @@ import shutil
 import socket
 import subprocess
 import tempfile
-from collections.abc import Iterator
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, TypeVar
+
+import psycopg
+
+T = TypeVar("T")
 
 PG_ROOT = Path("/usr/lib/postgresql")
 USER = "bench"
@@ -117,3 +124,34 @@ def private_cluster() -> Iterator[Cluster]:
             _run([str(pg / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"])
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def serve(
+    dsn: str,
+    work: Iterable[T],
+    clients: int,
+    each: Callable[[psycopg.Connection[Any], T], None],
+) -> float:
+    """Run `each(connection, item)` for every item of `work`, taken in order by `clients`
+    threads, each with its own SERIALIZABLE connection (as a pool of terminals would);
+    returns the seconds it took. `each` counts its own results, under its own lock."""
+    lock = threading.Lock()
+    items = iter(work)
+
+    def client() -> None:
+        with psycopg.connect(dsn) as conn:
+            conn.isolation_level = psycopg.IsolationLevel.SERIALIZABLE
+            while True:
+                with lock:
+                    item = next(items, None)
+                if item is None:
+                    return
+                each(conn, item)
+
+    threads = [threading.Thread(target=client) for _ in range(clients)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return time.perf_counter() - started

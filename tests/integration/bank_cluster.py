@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from confluent_kafka import Producer
 
 from bank.run import TOTALS
 from tests.integration.sequencer_driver import unique
+from tests.integration.service_cluster import ServiceCluster
 from tests.kafka_reads import read_to_end
 from tests.service_process import ServiceProcess
 from txstream.client import TxClient, fragment
@@ -26,7 +25,7 @@ from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
 
-class BankCluster:
+class BankCluster(ServiceCluster):
     def __init__(
         self, settings: Settings, tmp: Path, partitions: int = 2, recovery: str = "changelog"
     ) -> None:
@@ -72,19 +71,6 @@ class BankCluster:
             str(metrics_port),
         ]
         return self._start(args, log, failpoints)
-
-    def stop_all(self) -> None:
-        for proc in self.processes:
-            if proc.alive():
-                try:
-                    proc.terminate(30)
-                except Exception:
-                    proc.kill()
-
-    @contextmanager
-    def client(self, timeout_s: float = 20.0) -> Iterator[TxClient]:
-        with TxClient(self.name, self.settings, timeout_s=timeout_s) as c:
-            yield c
 
     def accounts_apart(self) -> tuple[int, int]:
         """Two new accounts on different partitions: a transfer between them is 2PC."""

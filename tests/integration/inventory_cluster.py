@@ -4,14 +4,12 @@ and kills (SIGKILL), and a client to drive it."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 
 from tests.integration.sequencer_driver import unique
+from tests.integration.service_cluster import ServiceCluster
 from tests.kafka_reads import read_to_end
 from tests.service_process import ServiceProcess
-from txstream.client import TxClient
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.topics import AppTopics, ensure_topics
@@ -19,7 +17,7 @@ from txstream.oltp.messages import TxnResult, Wire
 from txstream.schemas.registry import SchemaRegistry
 
 
-class InventoryCluster:
+class InventoryCluster(ServiceCluster):
     def __init__(self, settings: Settings, tmp: Path, partitions: int = 4) -> None:
         self.settings, self.tmp, self.partitions = settings, tmp, partitions
         self.name = unique("inventory").replace("-", "_")
@@ -37,19 +35,6 @@ class InventoryCluster:
         proc = ServiceProcess(self.settings, [*args, *self.app], self.tmp / f"{kind}-{n}.log")
         self.processes.append(proc)
         return proc
-
-    def stop_all(self) -> None:
-        for proc in self.processes:
-            if proc.alive():
-                try:
-                    proc.terminate(30)
-                except Exception:
-                    proc.kill()
-
-    @contextmanager
-    def client(self, timeout_s: float = 60.0) -> Iterator[TxClient]:
-        with TxClient(self.name, self.settings, timeout_s=timeout_s) as c:
-            yield c
 
     def statuses(self) -> list[TxnResult]:
         """Every final status the coordinator published, in order."""

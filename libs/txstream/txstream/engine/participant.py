@@ -138,8 +138,8 @@ class Participant:
                 self._prepare(req, stale)
             elif req.kind == "promise":
                 self._promise(req)
-            elif req.kind == "base":
-                self._base(req)
+            elif req.kind == "base":  # a client's, acknowledged before it ran: no epoch
+                self._run(req, False, "base")
             else:
                 raise ValueError(f"unknown engine request kind {req.kind!r}")
         except Conflict:
@@ -209,15 +209,18 @@ class Participant:
             return _Failed("aborted", "the coordinator aborted it before it was prepared")
         return self._execute(req.fragments)
 
-    def _run(self, req: EngineRequest, stale: bool) -> None:
+    def _run(self, req: EngineRequest, stale: bool, reply: str = "result") -> None:
+        """A single-partition transaction, committed with the group; also a BASE one
+        (`reply` "base"), which no SERIALIZE follows, so it may not change a field under
+        an aggregation constraint (`TableView._bounded`)."""
         outcome = self._attempt(req, stale)
         if isinstance(outcome, _Failed):
             self.engine.group.oltp_aborts[(outcome.procedure, outcome.reason)] += 1
-            self._reply(req.txn_id, "result", False, outcome.reason, outcome.detail, req=req)
+            self._reply(req.txn_id, reply, False, outcome.reason, outcome.detail, req=req)
             return
         ws, results = outcome
         self.engine.merge(ws)
-        self._reply(req.txn_id, "result", True, results=results, req=req)
+        self._reply(req.txn_id, reply, True, results=results, req=req)
 
     def _prepare(self, req: EngineRequest, stale: bool) -> None:
         outcome = self._attempt(req, stale)
@@ -260,19 +263,6 @@ class Participant:
         self.engine.group.urgent = True  # SERIALIZE waits for it
         self._reply(req.txn_id, "promise", True, results=results, rows=json.dumps(deltas),
                     req=req)  # fmt: skip
-
-    def _base(self, req: EngineRequest) -> None:
-        """A BASE transaction: acknowledged to its client before it ran (like a promise),
-        then run here and committed at once, with no SERIALIZE; so it may not change a
-        field under an aggregation constraint (`TableView._bounded`)."""
-        outcome = self._execute(req.fragments)
-        if isinstance(outcome, _Failed):
-            self.engine.group.oltp_aborts[(outcome.procedure, outcome.reason)] += 1
-            self._reply(req.txn_id, "base", False, outcome.reason, outcome.detail, req=req)
-            return
-        ws, results = outcome
-        self.engine.merge(ws)
-        self._reply(req.txn_id, "base", True, results=results, req=req)
 
     def _vote(self, held: Prepared) -> None:
         held.voted_at = time.monotonic()
