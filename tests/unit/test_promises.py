@@ -177,8 +177,7 @@ def test_basic_lets_one_row_cross_the_bound_and_sums_show_it_for_a_moment() -> N
         assert send(e, "run", f"0.{p}", Fragment.call((1, p), "open_site", item=1, site=p)).ok
         bases[p].apply(e.take_group())
     decl = build_app().decl
-    bounds = [a for t in decl.tables.values() for a in t.aggregates]
-    coordinator = Coordinator(2, AppTopics("inventory"), decl.transactions, bounds=bounds)
+    coordinator = Coordinator(2, AppTopics("inventory"), decl.transactions, bounds=decl.aggregates)
     stocked = send(engines[1], "promise", "p.in", units("restock", 1, 1, 5))
     taken = send(engines[0], "promise", "p.out", units("reserve", 1, 0, 5))
     decisions = []
@@ -259,8 +258,7 @@ def test_a_count_changes_by_rows_a_promise_creates_or_deletes() -> None:
 
 def test_serialize_bounds_a_count_across_partitions() -> None:
     app = seats_app()
-    bounds = [a for t in app.decl.tables.values() for a in t.aggregates]
-    c = Coordinator(4, AppTopics("seats"), app.decl.transactions, bounds=bounds)
+    c = Coordinator(4, AppTopics("seats"), app.decl.transactions, bounds=app.decl.aggregates)
     total = json.dumps(["seats", "count(*) <= 2 group by flight", [7]])
 
     def booked(txn_id: str, part: int, delta: int) -> bool:

@@ -25,8 +25,7 @@ CLIENT = TOPICS.oltp_out
 
 def coordinator() -> Coordinator:
     decl = build_app().decl
-    bounds = [a for t in decl.tables.values() for a in t.aggregates]
-    return Coordinator(4, TOPICS, decl.transactions, list(decl.tables), bounds=bounds)
+    return Coordinator(4, TOPICS, decl.transactions, list(decl.tables), bounds=decl.aggregates)
 
 
 def promised(txn_id: str, item: int, delta: int, part: int = 1) -> EngineReply:

@@ -132,7 +132,7 @@ class CoordinatorService:
             decl.tables,
             self.resend_s,
             on_count=lambda outcome: metrics.OUTCOMES.labels(outcome).inc(),
-            bounds=[a for t in decl.tables.values() for a in t.aggregates],
+            bounds=decl.aggregates,
         )
 
     def _take_over(self) -> None:

@@ -1,8 +1,8 @@
 """Split commit, the partition's side (WiSer's PROMISE): a promised transaction runs here
 at once and is held; SERIALIZE, in the coordinator, decides it later.
 
-A client writes a `promise` request straight to this partition's request log, and the
-broker's acknowledgement of that write is the promise: durable, and certain to get a final
+A client writes a `promise` request straight to this partition's log (`<app>.promises`),
+and the broker's acknowledgement of that write is the promise: durable, and certain to get a final
 status. The engine runs the fragments in its input order against its committed state, and
 then either replies a failure (the status is final at once: aborted) or holds the write
 set (in `__promised__`, committed with the group) and replies its *deltas*: what it adds to
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 from txstream.engine.formulas import Formula
@@ -30,12 +29,6 @@ from txstream.oltp.messages import Decision
 PROMISED_TABLE = "__promised__"
 # A delta reply: [[constraint's total key (AggregateConstraint.total_key), delta], ...]
 Deltas = list[list[Any]]
-
-
-@dataclass
-class Held:
-    txn_id: str
-    ws: WriteSet
 
 
 def deltas(
@@ -75,12 +68,12 @@ class Promises:
     def __init__(self, base: Base, group: Callable[[], Group]) -> None:
         self._base = base
         self._group = group
-        self.held: dict[str, Held] = {}
+        self.held: dict[str, WriteSet] = {}  # txn id -> its write set
 
     def load(self) -> None:
         """After a restart: the promised transactions not decided before the crash."""
         for (txn_id,), row in self._base.scan(PROMISED_TABLE, ()):
-            self.held[str(txn_id)] = Held(str(txn_id), _ws_of(row["writes"]))
+            self.held[str(txn_id)] = _ws_of(row["writes"])
 
     def hold(self, txn_id: str, ws: WriteSet, tables: dict[str, Table]) -> Deltas:
         """Keep `ws` (durably, with the group) until its decision; its deltas. TxnAbort for
@@ -92,8 +85,8 @@ class Promises:
             if declared is None or not any(a.counts for a in declared.aggregates):
                 continue
             for key in rows:
-                other = next((h.txn_id for h in self.held.values()
-                              if key in h.ws.tables.get(table, {})), None)  # fmt: skip
+                other = next((txn for txn, held in self.held.items()
+                              if key in held.tables.get(table, {})), None)  # fmt: skip
                 if other is not None:
                     raise TxnAbort("promised_row", f"table {table!r} key {list(key)} is "
                                    f"written by promise {other}, not decided yet: retry once "
@@ -104,10 +97,10 @@ class Promises:
         except KeyError as e:
             raise TxnAbort("bad_row", str(e.args[0])) from None
         ws.parent = None  # held on its own: the group it read through commits meanwhile
-        self.held[txn_id] = Held(txn_id, ws)
+        self.held[txn_id] = ws
         row = {"epoch": 0, "writes": _ws_json(ws), "request_id": "", "reply_to": "",
                "results": json.dumps(out)}  # fmt: skip
-        self._group().ws.put(PROMISED_TABLE, (txn_id,), row)
+        group.put(PROMISED_TABLE, (txn_id,), row)
         return out
 
     def decide(self, d: Decision, merge: Callable[[WriteSet], None]) -> bool:
@@ -117,7 +110,7 @@ class Promises:
         if held is None:
             return False
         if d.commit:
-            merge(held.ws)
+            merge(held)
         self._group().ws.put(PROMISED_TABLE, (d.txn_id,), TOMBSTONE)
         return True
 

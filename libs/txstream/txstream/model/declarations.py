@@ -188,6 +188,11 @@ class Declarations:
         queries of its tables."""
         return bool(self.transactions or self.tables)
 
+    @property
+    def aggregates(self) -> list[AggregateConstraint]:
+        """Every table's aggregation constraints: what SERIALIZE keeps totals of."""
+        return [a for t in self.tables.values() for a in t.aggregates]
+
 
 class RecoveryMode(StrEnum):
     """How the app recovers: from its changelog, or from a strong or weak command log."""
