@@ -23,6 +23,7 @@ from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import decode_key
+from txstream_etl.cut import COMMIT, PREPARED
 from txstream_etl.normalize import Malformed, normalize
 from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, StreamSource
 from txstream_etl.rules import RULES, Rejected
@@ -41,9 +42,10 @@ DECODED = pa.schema(
         ("reason", pa.string()),
         ("detail", pa.string()),
         ("payload", pa.string()),
+        ("commit_end", pa.bool_()),
     ]
 )
-"""The Arrow schema of decoded rows; `job.DECODED_DDL` is the same for Spark."""
+"""The Arrow schema of decoded rows; `tables.DECODED_DDL` is the same for Spark."""
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,7 @@ class KafkaRecord:
     key: bytes | None
     value: bytes | None
     writer: str | None = None  # the writer schema's fingerprint (header), if the record has one
+    commit_end: bool = False  # a changelog record that ends its engine commit (header)
 
 
 @functools.cache
@@ -109,6 +112,7 @@ class Decoder:
             "reason": None,
             "detail": None,
             "payload": None,
+            "commit_end": rec.commit_end,
             **fields,
         }
 
@@ -140,9 +144,17 @@ class Decoder:
         except ValueError as e:
             yield self._undecodable(rec, "changelog", f"state key: {e}")
             return
-        target = source.tables.get(str(parts[0])) if parts else None
+        table = str(parts[0]) if parts else None
+        if table == PREPARED:  # the consistent cut's (`cut.py`): which 2PC, and whether applied
+            yield self._out(rec, PREPARED, row=str(parts[1]), deleted=rec.value is None)
+            return
+        target = source.tables.get(table) if table is not None else None
         if target is None:
-            return  # engine-internal state (windows, counters of the runtime) or not mapped
+            # engine-internal state (windows, counters of the runtime) or not mapped; the
+            # end of a commit still counts for the cut
+            if rec.commit_end:
+                yield self._out(rec, COMMIT)
+            return
         key = _named_key(target, parts[1:])
         if rec.value is None:
             yield self._out(rec, target.table, row=_json(key), deleted=True)
@@ -219,6 +231,7 @@ def decode_arrow(plan: Plan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.R
     for batch in batches:
         cols = batch.to_pydict()
         writers = cols.get("writer") or [None] * batch.num_rows
+        ends = cols.get("commit_end") or [False] * batch.num_rows
         out: list[dict[str, Any]] = []
         for i in range(batch.num_rows):
             rec = KafkaRecord(
@@ -229,6 +242,7 @@ def decode_arrow(plan: Plan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.R
                 cols["key"][i],
                 cols["value"][i],
                 writers[i],
+                bool(ends[i]),
             )
             out.extend(decoder.decode(rec))
         yield pa.RecordBatch.from_pylist(out, schema=DECODED)

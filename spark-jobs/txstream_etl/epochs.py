@@ -3,10 +3,11 @@
 Each table is its own Delta log, so a reader of two tables may see one before a micro-batch
 and the other after it. `etl_commits` records, per micro-batch, the Delta version each of the
 query's own tables had once every one of them held it; reading each table at that version
-(Delta time travel) shows them as of the same micro-batch. A micro-batch holds whole Kafka
-transactions, so for the changelog's mirrors this is whole engine group commits of every
-partition: a state the app was in, unless a transaction spanned partitions (2PC, spanning
-procedures), whose parts on two partitions may fall into different micro-batches.
+(Delta time travel) shows them as of the same micro-batch. A changelog micro-batch ends at
+a consistent cut (`cut.py`): whole engine group commits of every partition, and every 2PC
+transaction on all its partitions or on none, so the mirrors show a state the app was in.
+Spanning procedures are not matched across engines: their parts on two partitions may still
+fall into different micro-batches.
 
 Python, with delta-rs (no Spark): `tables_at(root, "changelog")`. Spark SQL: `sql_at(...)`
 gives `VERSION AS OF` for each table. Versions are readable while their files are kept

@@ -19,6 +19,7 @@ from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
+from txstream.commit.markers import COMMIT_END_HEADER
 from txstream.config import Settings
 from txstream.kafka.clients import SCRAM
 from txstream.kafka.published_schemas import published
@@ -26,18 +27,13 @@ from txstream.kafka.topics import AppTopics
 from txstream.schemas.codec import WRITER_HEADER
 from txstream.state.keys import encode_key
 from txstream_etl.config import WarehouseConfig
+from txstream_etl.cut import PREPARED
 from txstream_etl.decode import decode_arrow
 from txstream_etl.evolution import add_columns, additions, existing_schemas, stream_writers
 from txstream_etl.plan import ChangelogSource
-from txstream_etl.tables import ETL_COMMITS_TABLE
+from txstream_etl.tables import DECODED_DDL, ETL_COMMITS_TABLE
 from txstream_etl.warehouse import Query, Warehouse
 from txstream_etl.writer import MicroBatchWriter
-
-DECODED_DDL = (
-    "table STRING, row STRING, deleted BOOLEAN, batch_id BIGINT, seq INT, topic STRING, "
-    "partition INT, offset BIGINT, kafka_ts_ms BIGINT, reason STRING, detail STRING, "
-    "payload STRING"
-)
 
 
 @dataclass(frozen=True)
@@ -95,14 +91,15 @@ def kafka_options(settings: Settings) -> dict[str, str]:
 def mirrored(source: ChangelogSource) -> Column:
     """Changelog records of the tables the warehouse mirrors, and those whose key names no
     table (to be quarantined): the others, engine-internal state and tables the warehouse
-    leaves out (nine in ten of the Leaderboard's records), never reach Python's decoder."""
+    leaves out (nine in ten of the Leaderboard's records), never reach Python's decoder,
+    save what the consistent cut needs (`cut.py`): commit ends and prepared rows."""
     key = F.col("key")
     named = F.substring(key, 1, 1) == F.lit(bytearray(encode_key(("",))[:1]))
     wanted = [
         F.substring(key, 1, len(prefix)) == F.lit(bytearray(prefix))
-        for prefix in (encode_key((table,)) for table in source.tables)
+        for prefix in (encode_key((table,)) for table in [*source.tables, PREPARED])
     ]
-    return functools.reduce(lambda a, b: a | b, wanted, key.isNull() | ~named)
+    return functools.reduce(lambda a, b: a | b, wanted, key.isNull() | ~named | F.col("commit_end"))
 
 
 def start_query(
@@ -133,6 +130,7 @@ def start_query(
         F.get(F.filter("headers", lambda h: h["key"] == WRITER_HEADER), 0)["value"]
         .cast("string")
         .alias("writer"),
+        F.exists("headers", lambda h: h["key"] == COMMIT_END_HEADER).alias("commit_end"),
     )
     for topic, source in query.plan.sources.items():
         if isinstance(source, ChangelogSource):
@@ -178,7 +176,7 @@ def run(
     batch_writers, queries = [], []
     for query in warehouse.queries():
         after = warehouse.after_batch() if query.snapshots else None
-        writer = MicroBatchWriter(root, app, query.name, query.tables, after)
+        writer = MicroBatchWriter(root, app, query.name, query.tables, after, query.consistent)
         batch_writers.append(writer)
         queries.append(start_query(spark, settings, app, query, writer, options))
     if on_start is not None:

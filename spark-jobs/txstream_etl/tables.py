@@ -43,6 +43,13 @@ ETL_COMMITS = (
     "query STRING, etl_batch BIGINT, committed_at TIMESTAMP, rows BIGINT, quarantined BIGINT, "
     "first_kafka_ts TIMESTAMP, last_kafka_ts TIMESTAMP, versions MAP<STRING, BIGINT>"
 )
+# A decoded Kafka record (`decode.DECODED`, for Spark); changelog records past a micro-batch's
+# consistent cut wait in `etl_held` in this form (`cut.py`).
+DECODED_DDL = (
+    "table STRING, row STRING, deleted BOOLEAN, batch_id BIGINT, seq INT, topic STRING, "
+    "partition INT, offset BIGINT, kafka_ts_ms BIGINT, reason STRING, detail STRING, "
+    "payload STRING, commit_end BOOLEAN"
+)
 
 
 def ddl(columns: str) -> StructType:
@@ -93,6 +100,7 @@ Table = FactTable | MirrorTable | SystemTable
 QUARANTINE_TABLE = SystemTable("quarantine", QUARANTINE, ("target_table",))
 ETL_COMMITS_TABLE = SystemTable("etl_commits", ETL_COMMITS)
 SHARED = (QUARANTINE_TABLE, ETL_COMMITS_TABLE)  # written by every query of the app
+HELD_TABLE = SystemTable("etl_held", DECODED_DDL)  # the changelog query's, past its cut
 
 
 def table_path(root: str, table: str) -> str:

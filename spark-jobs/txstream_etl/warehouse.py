@@ -25,6 +25,7 @@ from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, Stre
 from txstream_etl.pools import pool_threads
 from txstream_etl.tables import (
     ETL_COMMITS_TABLE,
+    HELD_TABLE,
     QUARANTINE_TABLE,
     FactTable,
     MirrorTable,
@@ -46,6 +47,7 @@ class Query:
     tables: dict[str, FactTable | MirrorTable]
     snapshots: bool = False
     rate_limited: bool = True  # False: its micro-batches must hold whole Kafka transactions
+    consistent: bool = False  # ends each micro-batch at a consistent cut (`cut.py`)
 
 
 class Warehouse:
@@ -90,7 +92,16 @@ class Warehouse:
             changelog = Plan(self.schema_dir, {topics.changelog: ChangelogSource(state)})
             mirrors = {m.table.name: m.table for m in config.mirrors}
             snapshots = config.snapshot is not None
-            out.append(Query("changelog", changelog, dict(mirrors), snapshots, rate_limited=False))
+            out.append(
+                Query(
+                    "changelog",
+                    changelog,
+                    dict(mirrors),
+                    snapshots,
+                    rate_limited=False,
+                    consistent=True,
+                )
+            )
         if self.raw_topic and config.raw is not None:
             raw = config.raw
             plan = Plan(self.schema_dir, {self.raw_topic: RawSource(raw.table.name, raw.rule)})
@@ -109,6 +120,8 @@ class Warehouse:
     def ensure(self, spark: SparkSession) -> None:
         """Create the missing tables, side by side (each is one Delta commit)."""
         wanted: list[Table] = [*self.tables(), QUARANTINE_TABLE, ETL_COMMITS_TABLE]
+        if self.config.mirrors:
+            wanted.append(HELD_TABLE)
         with ThreadPoolExecutor(max_workers=4) as pool:
             list(pool.map(lambda t: ensure_table(spark, self.root, t), wanted))
 

@@ -29,10 +29,12 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from txstream import failpoints
+from txstream_etl.cut import MARKS, PREPARED, Marker, consistent_cut
 from txstream_etl.metrics import FRESHNESS, QUARANTINED, ROWS
 from txstream_etl.pools import join_pool, pool_threads
 from txstream_etl.tables import (
     ETL_COMMITS_TABLE,
+    HELD_TABLE,
     QUARANTINE_TABLE,
     SHARED,
     FactTable,
@@ -61,16 +63,18 @@ def batch_mark(app: str, query: str, epoch: int) -> str:
 
 @dataclass(frozen=True)
 class Recent:
-    """A table's newest version, and the marks of its recent commits."""
+    """A table's newest version, and the marks of its recent commits (mark -> version)."""
 
     version: int
-    marks: frozenset[str]
+    marks: dict[str, int]
 
 
 def recent(spark: SparkSession, path: str) -> Recent:
     history = DeltaTable.forPath(spark, path).history(HISTORY_DEPTH)
     commits = history.select("version", "userMetadata").collect()
-    return Recent(max(r["version"] for r in commits), frozenset(r["userMetadata"] for r in commits))
+    return Recent(
+        max(r["version"] for r in commits), {r["userMetadata"]: r["version"] for r in commits}
+    )
 
 
 def version_now(spark: SparkSession, path: str) -> int:
@@ -100,8 +104,15 @@ class MicroBatchWriter:
         query: str,
         tables: Mapping[str, FactTable | MirrorTable],
         after: AfterBatch | None = None,
+        consistent: bool = False,
     ) -> None:
+        """`consistent`: the query reads a changelog, and ends each micro-batch at a
+        consistent cut (`cut.py`), keeping what lies past it in `etl_held`."""
         self.root = root
+        self.consistent = consistent
+        self.holding = consistent  # whether records wait in etl_held (read once to know)
+        self.held_version = -1  # the etl_held version the next micro-batch reads
+        self.rerun_held_version: int | None = None  # etl_held's after the re-run, if written
         self.app = app
         self.query = query
         self.tables = dict(tables)
@@ -114,13 +125,71 @@ class MicroBatchWriter:
     def __call__(self, df: DataFrame, epoch: int) -> None:
         spark = df.sparkSession
         join_pool(spark, self.query)
+        if not self.resumed:
+            self._resume(spark, epoch)
         df = df.persist()
         try:
-            counts = df.groupBy("table", "reason", "kafka_ts_ms").count().collect()
+            land, held = self._cut(spark, df) if self.consistent else (df, None)
+            counts = land.groupBy("table", "reason", "kafka_ts_ms").count().collect()
             if counts:
-                self._write(spark, df, epoch, counts)
+                self._write(spark, land, epoch, counts, held)
+            elif held is not None:
+                self._hold(held, epoch)
         finally:
             df.unpersist()
+
+    def _cut(self, spark: SparkSession, df: DataFrame) -> tuple[DataFrame, DataFrame | None]:
+        """The rows to land now, ending at the consistent cut of what was read and what
+        waited; and what waits from now on (None: nothing waited and nothing does)."""
+        rows = df
+        if self.holding:
+            path = table_path(self.root, HELD_TABLE.name)
+            waited = spark.read.format("delta").option("versionAsOf", self.held_version)
+            rows = df.unionByName(waited.load(path))
+        special = F.col("table").isin(*MARKS)
+        marks = F.when(special | F.col("commit_end"), F.struct(
+            "offset", "table", "row", "deleted", "commit_end"
+        ))  # fmt: skip
+        read = (
+            rows.groupBy("partition")
+            .agg(F.max("offset").alias("last"), F.collect_list(marks).alias("marks"))
+            .collect()
+        )
+        last = {int(r["partition"]): int(r["last"]) for r in read}
+        cut = consistent_cut(
+            (Marker(
+                int(r["partition"]), int(m["offset"]), bool(m["commit_end"]),
+                m["row"] if m["table"] == PREPARED else None, bool(m["deleted"]),
+            ) for r in read for m in r["marks"]),
+            last,
+        )  # fmt: skip
+        was_holding, self.holding = self.holding, cut.holds_back(last)
+        if not was_holding and not self.holding:
+            return rows.where(~special), None
+        upto = F.create_map(*[F.lit(x) for p, o in cut.upto.items() for x in (p, o)])
+        inside = F.col("offset") <= F.element_at(upto, F.col("partition"))
+        waiting = F.lit(False)
+        if cut.waiting:
+            waiting = (F.col("table") == PREPARED) & F.col("row").isin(*sorted(cut.waiting))
+        if self.holding:
+            log.info(
+                "%s: the consistent cut ends partitions at %s (read to %s); %d prepared "
+                "transactions wait for their decision on every partition",
+                self.query, cut.upto, last, len(cut.waiting),
+            )  # fmt: skip
+        return rows.where(inside & ~special), rows.where(~inside | waiting)
+
+    def _hold(self, held: DataFrame, epoch: int) -> None:
+        """Replace what waits in etl_held; a re-run that wrote it already leaves it."""
+        path = table_path(self.root, HELD_TABLE.name)
+        if self._holds(HELD_TABLE.name, epoch):
+            if self.rerun_held_version is not None:
+                self.held_version = self.rerun_held_version
+            return
+        mark = batch_mark(self.app, self.query, epoch)
+        held.write.format("delta").mode("overwrite").option("userMetadata", mark).save(path)
+        self.held_version = version_now(held.sparkSession, path)
+        failpoints.hit("etl.after_table_commit")
 
     def _own(self) -> list[str]:
         """The tables only this query writes: their versions make its epochs."""
@@ -133,6 +202,13 @@ class MicroBatchWriter:
         mark = batch_mark(self.app, self.query, epoch)
         tables = {n: recent(spark, table_path(self.root, n)) for n in self._own()}
         tables |= {t.name: recent(spark, table_path(self.root, t.name)) for t in SHARED}
+        if self.consistent:
+            waiting = recent(spark, table_path(self.root, HELD_TABLE.name))
+            tables[HELD_TABLE.name] = waiting
+            # a re-run reads what waited before its first run wrote, then goes on from that
+            self.rerun_held_version = waiting.marks.get(mark)
+            rerun = self.rerun_held_version
+            self.held_version = waiting.version if rerun is None else rerun - 1
         held = {n for n, r in tables.items() if mark in r.marks}
         self.held = {epoch: held}
         self.versions = {n: tables[n].version for n in self._own()}
@@ -142,10 +218,15 @@ class MicroBatchWriter:
                 self.query, epoch, ", ".join(sorted(held)),
             )  # fmt: skip
 
-    def _write(self, spark: SparkSession, df: DataFrame, epoch: int, counts: list[Row]) -> None:
+    def _write(
+        self,
+        spark: SparkSession,
+        df: DataFrame,
+        epoch: int,
+        counts: list[Row],
+        held: DataFrame | None = None,
+    ) -> None:
         started = time.monotonic()
-        if not self.resumed:
-            self._resume(spark, epoch)
         landed = {c["table"] for c in counts if c["reason"] is None}
         commits: list[Callable[[], None]] = []
         for name in sorted(landed & self.tables.keys()):
@@ -167,6 +248,8 @@ class MicroBatchWriter:
         with pool_threads(spark, len(commits) or 1) as pool:
             for future in [pool.submit(commit) for commit in commits]:
                 future.result()
+        if held is not None:
+            self._hold(held, epoch)
         if self.after is not None and landed and not self._holds(self.after.table, epoch):
             self._append(self.after.rows(spark, epoch), self.after.table, epoch)
         done = time.time()

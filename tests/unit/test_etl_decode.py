@@ -15,6 +15,7 @@ from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import encode_key
+from txstream_etl.cut import COMMIT, PREPARED
 from txstream_etl.decode import DECODED, Decoder, KafkaRecord, UnknownWriterSchema, decode_arrow
 from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, StreamSource
 from txstream_etl.rules import Rejected, accepted_vote, contestant
@@ -158,3 +159,20 @@ def test_a_record_is_read_with_the_schema_it_names_and_an_unknown_one_fails_the_
     assert blind["reason"] == "undecodable"
     with pytest.raises(UnknownWriterSchema, match=written.fingerprint):
         decode(rec)
+
+
+def test_what_the_consistent_cut_needs_is_kept_from_unmirrored_changelog_records() -> None:
+    """A prepared row's change names its 2PC transaction (a tombstone: applied here), and
+    the end of a commit is kept as a marker even when its record goes to no mirror."""
+    (put,) = decode(record("app.changelog", b"held", encode_key((PREPARED, "c3.17"))))
+    assert (put["table"], put["row"], put["deleted"]) == (PREPARED, "c3.17", False)
+    (applied,) = decode(record("app.changelog", None, encode_key((PREPARED, "c3.17"))))
+    assert (applied["table"], applied["deleted"]) == (PREPARED, True)
+    end = replace(record("app.changelog", b"x", encode_key(("phone_votes", 1))), commit_end=True)
+    (marker,) = decode(end)
+    assert (marker["table"], marker["commit_end"], marker["offset"]) == (COMMIT, True, 5)
+    row = {"contestant_number": 3, "contestant_name": "Leonard Cohen", "num_votes": 7}
+    value = encode_record(schema("leaderboard.Contestant"), row)
+    last = replace(record("app.changelog", value, encode_key(("contestants", 3))), commit_end=True)
+    (data,) = decode(last)
+    assert (data["table"], data["commit_end"]) == ("contestants", True)

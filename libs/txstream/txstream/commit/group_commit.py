@@ -29,6 +29,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 from fastavro.types import Schema
 
+from txstream.commit.markers import COMMIT_END
 from txstream.engine.group import ORDER_HEADER, Group, encode_order
 from txstream.kafka.clients import delivery_failure, error_text, send, send_many
 from txstream.kafka.topics import AppTopics
@@ -170,11 +171,23 @@ class GroupCommitter:
         if self.log_codec is None:
             # Only the last changelog record reports back: records of one partition land in
             # order, so its offset is the group's highest. A record that fails makes the
-            # transaction's commit fail, so the others need no callback of their own.
+            # transaction's commit fail, so the others need no callback of their own. The
+            # last also marks where the commit ends (`markers`), so it goes on its own:
+            # librdkafka's batch call drops headers.
             changes: list[dict[str, Any]] = [{"key": k, "value": v} for k, v in writes.items()]
             if changes:
-                changes[-1]["callback"] = self._on_log_delivery
-                send_many(self.producer, self.topics.changelog, changes, p)
+                last = changes.pop()
+                if changes:
+                    send_many(self.producer, self.topics.changelog, changes, p)
+                send(
+                    self.producer,
+                    self.topics.changelog,
+                    last["value"],
+                    key=last["key"],
+                    partition=p,
+                    headers=COMMIT_END,
+                    on_delivery=self._on_log_delivery,
+                )
         else:
             logged = self.log_codec.encode(group.journal, positions)
             self._send(self.topics.command_log, logged, partition=p, track=True)
