@@ -162,7 +162,6 @@ def main(
             stdout=log,
             stderr=subprocess.STDOUT,
         )
-        worker.start()
         deadline = time.monotonic() + timeout_s
 
         def wait(what: str, check: Callable[[], bool]) -> None:
@@ -172,6 +171,7 @@ def main(
                 time.sleep(0.5)
 
         try:
+            worker.start()  # inside: a worker that cannot start must not leave the ETL running
             # Warm-up: Spark's first micro-batches of each query pay for class loading and JIT.
             first = producing.send(warmup, rate) + 1
             wait_for_batches(settings, commits_topic, {"votes": first - 1}, timeout_s, alive)

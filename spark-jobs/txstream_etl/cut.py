@@ -5,18 +5,21 @@ micro-batch is whole engine commits. But a 2PC transaction commits once on each 
 partitions: a micro-batch may hold its debit on one partition and not yet its credit on the
 other, and a reader of that epoch would see money vanish. The changelog shows each side: the
 prepare writes the participant's `__prepared__` row, and the commit that applies the
-decision deletes it, in the same engine commit as the transaction's writes.
+decision deletes it, in the same engine commit as the transaction's writes. A spanning
+procedure's batch likewise commits a part on each engine it touches; each engine's commit
+names the parts it holds, and every engine with a part, in its commit-end header.
 
 The cut takes, per partition, a prefix of whole commits (their ends are marked,
 `txstream.commit.markers`) such that a transaction whose decision is applied inside the cut
 on one partition has it applied inside the cut on every partition where the data shows it
-prepared. It starts from everything read and moves a partition back before the commit of
-any such transaction that is not whole, until nothing moves (each step only moves back, so
-it ends). What lies past the cut, and the prepared rows of transactions not yet whole, wait
-for a later micro-batch (`writer.MicroBatchWriter`). Every participant of a transaction that
-applied its decision was prepared before any did, and a micro-batch's end offsets are read
+prepared, and a spanning batch with a part inside it has every part inside it. It starts
+from everything read and moves a partition back before the commit of any transaction or
+batch that is not whole, until nothing moves (each step only moves back, so it ends). What
+lies past the cut, and the prepared rows of transactions not yet whole, wait for a later
+micro-batch (`writer.MicroBatchWriter`). Every participant of a transaction that applied
+its decision was prepared before any did, and a micro-batch's end offsets are read
 together, so a partition whose part of the transaction the cut needs has at least its
-prepare in the data read.
+prepare in the data read; a spanning batch names all its parts' engines itself.
 """
 
 from __future__ import annotations
@@ -24,11 +27,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
+from txstream.engine.group import SpanPart
 from txstream.engine.participant import PREPARED_TABLE
 
 PREPARED = PREPARED_TABLE  # a participant's prepared row: the 2PC transaction's id
 COMMIT = "__commit__"  # the end of a commit whose last record goes to no mirror
-MARKS = (PREPARED, COMMIT)
+SPAN = "__span__"  # a spanning batch's part in a commit, and the engines with a part
+MARKS = (PREPARED, COMMIT, SPAN)
+
+
+def span_txn(span: SpanPart) -> str:
+    """A spanning batch as the cut names it, apart from 2PC transaction ids."""
+    return f"span:{span.stream}:{span.batch_id}"
 
 
 @dataclass(frozen=True)
@@ -38,8 +48,9 @@ class Marker:
     partition: int
     offset: int
     commit_end: bool = False
-    txn: str | None = None  # a prepared row's transaction
-    applied: bool = False  # the prepared row deleted: the decision applied here
+    txn: str | None = None  # a prepared row's transaction, or a spanning batch
+    applied: bool = False  # the prepared row deleted (the decision applied here), or a part
+    parts: tuple[int, ...] = ()  # a spanning batch: every partition with a part
 
 
 @dataclass(frozen=True)
@@ -61,7 +72,7 @@ def consistent_cut(markers: Iterable[Marker], last: Mapping[int, int]) -> Cut:
         if m.commit_end:
             ends.setdefault(m.partition, []).append(m.offset)
         if m.txn is not None:
-            seen.setdefault(m.txn, set()).add(m.partition)
+            seen.setdefault(m.txn, set()).update((m.partition, *m.parts))
             if m.applied:
                 applied.setdefault(m.txn, {})[m.partition] = m.offset
     upto = dict(last)

@@ -19,11 +19,12 @@ from typing import Any
 import pyarrow as pa
 from fastavro.types import Schema
 
+from txstream.commit.markers import spans_of
 from txstream.schemas.codec import BatchCodec, BatchDecodeError
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import decode_key
-from txstream_etl.cut import COMMIT, PREPARED
+from txstream_etl.cut import COMMIT, PREPARED, SPAN, span_txn
 from txstream_etl.normalize import Malformed, normalize
 from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, StreamSource
 from txstream_etl.rules import RULES, Rejected
@@ -58,6 +59,7 @@ class KafkaRecord:
     value: bytes | None
     writer: str | None = None  # the writer schema's fingerprint (header), if the record has one
     commit_end: bool = False  # a changelog record that ends its engine commit (header)
+    spans: str | None = None  # that header's value: the spanning batch parts it holds
 
 
 @functools.cache
@@ -144,6 +146,9 @@ class Decoder:
         except ValueError as e:
             yield self._undecodable(rec, "changelog", f"state key: {e}")
             return
+        for span in spans_of(rec.spans) if rec.commit_end else ():
+            part = {"txn": span_txn(span), "parts": list(span.participants)}
+            yield self._out(rec, SPAN, row=_json(part), deleted=True)
         table = str(parts[0]) if parts else None
         if table == PREPARED:  # the consistent cut's (`cut.py`): which 2PC, and whether applied
             yield self._out(rec, PREPARED, row=str(parts[1]), deleted=rec.value is None)
@@ -232,6 +237,7 @@ def decode_arrow(plan: Plan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.R
         cols = batch.to_pydict()
         writers = cols.get("writer") or [None] * batch.num_rows
         ends = cols.get("commit_end") or [False] * batch.num_rows
+        spans = cols.get("spans") or [None] * batch.num_rows
         out: list[dict[str, Any]] = []
         for i in range(batch.num_rows):
             rec = KafkaRecord(
@@ -243,6 +249,7 @@ def decode_arrow(plan: Plan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.R
                 cols["value"][i],
                 writers[i],
                 bool(ends[i]),
+                spans[i],
             )
             out.extend(decoder.decode(rec))
         yield pa.RecordBatch.from_pylist(out, schema=DECODED)

@@ -5,9 +5,8 @@ and the other after it. `etl_commits` records, per micro-batch, the Delta versio
 query's own tables had once every one of them held it; reading each table at that version
 (Delta time travel) shows them as of the same micro-batch. A changelog micro-batch ends at
 a consistent cut (`cut.py`): whole engine group commits of every partition, and every 2PC
-transaction on all its partitions or on none, so the mirrors show a state the app was in.
-Spanning procedures are not matched across engines: their parts on two partitions may still
-fall into different micro-batches.
+transaction and spanning batch on all its partitions or on none, so the mirrors show a state
+the app was in.
 
 Python, with delta-rs (no Spark): `tables_at(root, "changelog")`. Spark SQL: `sql_at(...)`
 gives `VERSION AS OF` for each table. Versions are readable while their files are kept

@@ -120,6 +120,7 @@ def start_query(
     )
     if options.max_batches_per_trigger and query.rate_limited:
         reader = reader.option("maxOffsetsPerTrigger", options.max_batches_per_trigger)
+    ends = F.filter("headers", lambda h: h["key"] == COMMIT_END_HEADER)
     kafka = reader.load().select(
         "topic",
         "partition",
@@ -130,7 +131,8 @@ def start_query(
         F.get(F.filter("headers", lambda h: h["key"] == WRITER_HEADER), 0)["value"]
         .cast("string")
         .alias("writer"),
-        F.exists("headers", lambda h: h["key"] == COMMIT_END_HEADER).alias("commit_end"),
+        (F.size(ends) > 0).alias("commit_end"),
+        F.get(ends, 0)["value"].cast("string").alias("spans"),
     )
     for topic, source in query.plan.sources.items():
         if isinstance(source, ChangelogSource):

@@ -16,6 +16,7 @@ commit, which rebuilds its state: about half a second per table per micro-batch 
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import time
 from collections import Counter as Tally
@@ -29,7 +30,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from txstream import failpoints
-from txstream_etl.cut import MARKS, PREPARED, Marker, consistent_cut
+from txstream_etl.cut import MARKS, PREPARED, SPAN, Marker, consistent_cut
 from txstream_etl.metrics import FRESHNESS, QUARANTINED, ROWS
 from txstream_etl.pools import join_pool, pool_threads
 from txstream_etl.tables import (
@@ -157,12 +158,8 @@ class MicroBatchWriter:
         )
         last = {int(r["partition"]): int(r["last"]) for r in read}
         cut = consistent_cut(
-            (Marker(
-                int(r["partition"]), int(m["offset"]), bool(m["commit_end"]),
-                m["row"] if m["table"] == PREPARED else None, bool(m["deleted"]),
-            ) for r in read for m in r["marks"]),
-            last,
-        )  # fmt: skip
+            (_marker(int(r["partition"]), m) for r in read for m in r["marks"]), last
+        )
         was_holding, self.holding = self.holding, cut.holds_back(last)
         if not was_holding and not self.holding:
             return rows.where(~special), None
@@ -330,6 +327,17 @@ class MicroBatchWriter:
             for _ in range(n):
                 histogram.observe(age)
             self.stats.freshness_s.extend([age] * n)
+
+
+def _marker(partition: int, m: Row) -> Marker:
+    """A decoded marker row for the cut: a commit's end, a prepared row, a spanning part."""
+    offset, end = int(m["offset"]), bool(m["commit_end"])
+    if m["table"] == PREPARED:
+        return Marker(partition, offset, end, m["row"], bool(m["deleted"]))
+    if m["table"] == SPAN:
+        part = json.loads(m["row"])
+        return Marker(partition, offset, end, part["txn"], True, tuple(part["parts"]))
+    return Marker(partition, offset, end)
 
 
 def _per_table(counts: list[Row]) -> dict[str, int]:

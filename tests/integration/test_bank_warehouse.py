@@ -13,11 +13,13 @@ load beside many transfers in flight, its driver SIGKILLed three times.
 from __future__ import annotations
 
 import itertools
+import json
 import os
 import random
 import signal
 import subprocess
 import time
+import uuid
 from collections.abc import Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -25,19 +27,33 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from confluent_kafka import Producer
 from deltalake import DeltaTable, QueryBuilder
 from deltalake.exceptions import TableNotFoundError
 
+from bank.stream_transfers import build_app as build_transfers
+from orders.commits import CommitWatch
 from tests.conftest import KafkaEnv
+from tests.faults.killer import kill_leftovers
 from tests.faults.scale import LONG
 from tests.integration.bank_cluster import BankCluster
+from tests.integration.openings import send_broadcast, send_openings
 from tests.integration.spark_jvms import gone
+from tests.service_process import ServiceProcess
+from tests.simulation.spanning import random_transfers
+from tests.simulation.test_spanning import serial_transfers
 from txstream.client import fragment
 from txstream.commit.markers import COMMIT_END_HEADER
-from txstream.config import project_root
+from txstream.config import Settings, project_root
 from txstream.engine.participant import PREPARED_TABLE
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import idempotent_producer_config
 from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.topics import AppTopics, ensure_app_topics
+from txstream.model.declarations import Record
 from txstream.oltp.messages import Fragment, TxnResult
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import decode_key
 from txstream_etl.epochs import NoSuchEpoch, tables_at
 from txstream_etl.tables import ETL_COMMITS_TABLE, HELD_TABLE, table_path
@@ -61,17 +77,29 @@ def cluster(kafka: KafkaEnv, tmp_path: Path) -> Iterator[BankCluster]:
 
 
 class Warehouse:
-    """`txstream describe` and `txstream etl run --once` for the cluster's bank app."""
+    """`txstream describe` and `txstream etl run --once` for a bank app: the 2PC one
+    (`bank.dataflow`) by default."""
 
-    def __init__(self, cluster: BankCluster, tmp_path: Path) -> None:
-        self.root = tmp_path / "wh" / cluster.name
-        self.env = {**os.environ, "TXSTREAM_HOME": str(cluster.settings.home),
-                    "TXSTREAM_KAFKA_BOOTSTRAP": cluster.settings.bootstrap_servers,
+    def __init__(
+        self,
+        settings: Settings,
+        name: str,
+        tmp_path: Path,
+        params: str,
+        dataflow: str = "bank.dataflow:from_params",
+        mirrors_only: bool = False,
+    ) -> None:
+        self.root = tmp_path / "wh" / name
+        self.env = {**os.environ, "TXSTREAM_HOME": str(settings.home),
+                    "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
                     "TXSTREAM_WAREHOUSE_URI": str(tmp_path / "wh"),
                     "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1"}  # fmt: skip
-        self.app = ["--app", cluster.name]
-        described = self._run(["describe", "--app", "bank.dataflow:from_params", "--params",
-                               cluster.params, "--format", "warehouse"], 60)  # fmt: skip
+        self.app = ["--app", name]
+        described = self._run(["describe", "--app", dataflow, "--params", params,
+                               "--format", "warehouse"], 60)  # fmt: skip
+        if mirrors_only:  # the engines' tables, not the stream facts
+            blocks = described.split("\n\n")
+            described = "\n\n".join(b for b in blocks if b.startswith("[[mirror]]"))
         self.config = tmp_path / "bank.toml"
         self.config.write_text(described)
 
@@ -138,7 +166,7 @@ def commits_end_marked(cluster: BankCluster) -> None:
 def test_a_2pc_transfer_lands_in_the_warehouse_on_both_partitions_at_once(
     cluster: BankCluster, tmp_path: Path
 ) -> None:
-    warehouse = Warehouse(cluster, tmp_path)
+    warehouse = Warehouse(cluster.settings, cluster.name, tmp_path, cluster.params)
     dropping = cluster.coordinator("coordinator.drop_decision=drop,coordinator.after_decision=kill")
     with cluster.client(timeout_s=120) as client:
         a, b = cluster.accounts_apart()
@@ -181,7 +209,7 @@ def test_every_epoch_of_a_streaming_load_holds_the_money_the_engines_hold(
     and its driver is SIGKILLed three times right after a table commit (a mirror's, or what
     waits past the cut): each epoch the warehouse recorded shows the total the engines
     hold, and the last one every balance as the engines committed it."""
-    warehouse = Warehouse(cluster, tmp_path)
+    warehouse = Warehouse(cluster.settings, cluster.name, tmp_path, cluster.params)
     coordinator = cluster.coordinator()
     etl = StreamingEtl(warehouse, cluster.name, tmp_path)
     rng = random.Random(7)
@@ -231,9 +259,11 @@ class StreamingEtl:
     """`txstream etl run` in the background, SIGKILLed at its failpoints and started again
     each time, until the kills are spent; then it runs on."""
 
-    def __init__(self, warehouse: Warehouse, app: str, tmp_path: Path) -> None:
+    def __init__(
+        self, warehouse: Warehouse, app: str, tmp_path: Path, kills: tuple[str, ...] = KILLS
+    ) -> None:
         self.warehouse, self.app, self.tmp_path = warehouse, app, tmp_path
-        self.kills = list(KILLS)
+        self.kills = list(kills)
         self.runs = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -293,3 +323,74 @@ def _caught_up(warehouse: Warehouse, engines: dict[int, int]) -> bool:
         return warehouse.balances() == engines
     except (NoSuchEpoch, TableNotFoundError, KeyError):
         return False
+
+
+@pytest.mark.skipif(not LONG, reason="a streaming ETL beside spanning transfers (~3 min): faults")
+@pytest.mark.timeout(900)
+def test_every_epoch_holds_the_money_of_spanning_transfers(kafka: KafkaEnv, tmp_path: Path) -> None:
+    """TSpoon's transfers as a spanning procedure (`bank.stream_transfers`): each batch
+    commits a part on every engine it touches. On 4 partitions and 2 workers, while the ETL
+    loads every half second, every epoch shows the money opened, and the last one the
+    serial execution's balances."""
+    settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
+    rng = random.Random(9)
+    opening = {a: rng.randint(0, 100) for a in range(SPAN_ACCOUNTS)}
+    batches: list[list[Record]] = []
+    app = build_transfers(f"spanwh-{uuid.uuid4().hex[:8]}")
+    topics = AppTopics(app.name)
+    ensure_app_topics(TopicAdmin(settings), app, SPAN_PARTITIONS)
+    registry = SchemaRegistry(settings.schema_dir)
+    params = json.dumps({"name": app.name})
+    dataflow = "bank.stream_transfers:from_params"
+    warehouse = Warehouse(settings, app.name, tmp_path, params, dataflow, mirrors_only=True)
+    spec = ["--app", "bank.stream_transfers:from_params", "--params", params]
+    workers = [
+        ServiceProcess(settings, ["worker", "run", *spec, "--instance-id", str(i), "--no-metrics"],
+                       tmp_path / f"worker-{i}.log")
+        for i in range(2)
+    ]  # fmt: skip
+    etl = StreamingEtl(warehouse, app.name, tmp_path, kills=())
+    watch = CommitWatch(settings, topics.commits, SPAN_PARTITIONS)
+    producer = Producer(idempotent_producer_config(settings))
+    alive = lambda: all(w.alive() for w in workers)  # noqa: E731
+    try:
+        opens = BatchCodec(registry.get("bank.Opening"))
+        per_partition = send_openings(producer, topics, opens, opening, SPAN_PARTITIONS)
+        assert producer.flush(60) == 0
+        watch.wait({"opens": per_partition}, 120, alive)
+        etl.start()
+        started = _epochs_once_running(warehouse, etl)
+        moves = BatchCodec(registry.get("bank.Transfer"))
+        deadline = time.monotonic() + 600
+        # Transfers go on, a few hundred batches ahead of the engines, until the ETL has
+        # recorded enough epochs while they ran.
+        while len(warehouse.epochs()) < started + SPAN_EPOCHS:
+            etl.check()
+            assert time.monotonic() < deadline, "the ETL recorded too few epochs in time"
+            ahead = max(0, len(batches) - 400)
+            watch.wait({"transfers": [ahead] * SPAN_PARTITIONS}, 200, alive)
+            chunk = [random_transfers(rng, SPAN_ACCOUNTS, SPAN_K) for _ in range(100)]
+            send_broadcast(producer, topics, moves, chunk, SPAN_PARTITIONS, len(batches) + 1)
+            assert producer.flush(60) == 0
+            batches += chunk
+        watch.wait({"transfers": [len(batches)] * SPAN_PARTITIONS}, 200, alive)
+        expected = serial_transfers(opening, [t for b in batches for t in b])
+        deadline = time.monotonic() + 300
+        while not _caught_up(warehouse, expected):
+            etl.check()
+            assert time.monotonic() < deadline, "the warehouse did not catch up"
+            time.sleep(0.5)
+    finally:
+        etl.stop()
+        watch.close()
+        for w in workers:
+            w.kill()
+        kill_leftovers(settings.home)
+    epochs = warehouse.epochs()
+    assert len(epochs) >= started + SPAN_EPOCHS, epochs
+    total = sum(opening.values())
+    for n in epochs:
+        assert sum(warehouse.balances(n).values()) == total, f"epoch {n}"
+
+
+SPAN_PARTITIONS, SPAN_ACCOUNTS, SPAN_K, SPAN_EPOCHS = 4, 40, 4, 6

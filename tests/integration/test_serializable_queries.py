@@ -32,8 +32,12 @@ from tests.service_process import TXSTREAM, ServiceProcess
 from tests.simulation.spanning import random_transfers
 from tests.simulation.test_spanning import serial_transfers
 from txstream.client import TxClient
+from txstream.commit.markers import COMMIT_END_HEADER, spans_of
+from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config
+from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
@@ -129,3 +133,26 @@ def test_serializable_queries_read_one_batch_on_every_engine(
         assert balances == expected, f"as of batch {at}"
     during = {at for at, _ in answers if at is not None and 0 < at < BATCHES}
     assert len(during) >= 3, f"only {sorted(during)} read while the transfers ran"
+    parts = spanning_parts(settings, topics)
+    assert set(parts) == set(range(1, BATCHES + 1)), "a batch's parts are not all marked"
+    for b, engines in parts.items():
+        owners = {partition_of((t[f],), PARTITIONS) for t in batches[b - 1] for f in PARTIES}
+        assert engines == owners, f"batch {b}: parts marked on {engines}, owners {owners}"
+
+
+PARTIES = ("payer", "payee")
+
+
+def spanning_parts(settings: Settings, topics: AppTopics) -> dict[int, set[int]]:
+    """Batch id -> the engines whose changelog marks a part of it at a commit's end
+    (`commit.markers`, for the warehouse's consistent cut), each naming the same engines."""
+    parts: dict[int, set[int]] = {}
+    for p in range(PARTITIONS):
+        for msg in read_to_committed_end(settings, topics.changelog, p):
+            header = dict(msg.headers() or []).get(COMMIT_END_HEADER)
+            for span in spans_of(header):
+                assert span.stream == "transfers" and p in span.participants, span
+                assert parts.setdefault(span.batch_id, set(span.participants)) == set(
+                    span.participants
+                )
+    return parts

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from txstream.commit.markers import COMMIT_END_HEADER, commit_end, spans_of
+from txstream.engine.group import SpanPart
 from txstream_etl.cut import Marker, consistent_cut
 
 
@@ -77,3 +79,27 @@ def test_a_prepared_transaction_not_yet_decided_waits_without_moving_the_cut() -
     markers = [end(0, 2), prepared(0, 3, "T", commit_end=True), prepared(1, 0, "T")]
     cut = consistent_cut(markers, {0: 3, 1: 0})
     assert cut.upto == {0: 3, 1: 0} and cut.waiting == {"T"}
+
+
+def span(p: int, offset: int, batch: int, parts: tuple[int, ...]) -> Marker:
+    return Marker(p, offset, True, f"span:transfers:{batch}", True, parts)
+
+
+def test_a_spanning_batch_lands_with_all_its_parts_or_waits() -> None:
+    """Batch 7 has parts on partitions 0 and 2; partition 2 has not committed its part yet,
+    so partition 0's commit holding it waits. Batch 6's parts are both in: it lands."""
+    markers = [span(0, 3, 6, (0, 1)), span(1, 2, 6, (0, 1)), span(0, 8, 7, (0, 2)), end(2, 4)]
+    last = {0: 8, 1: 2, 2: 4}
+    cut = consistent_cut(markers, last)
+    assert cut.upto == {0: 3, 1: 2, 2: 4}
+    assert cut.waiting == {"span:transfers:7"}
+    whole = consistent_cut([*markers, span(2, 9, 7, (0, 2))], {**last, 2: 9})
+    assert whole.upto == {0: 8, 1: 2, 2: 9} and not whole.waiting
+
+
+def test_the_commit_end_header_names_the_spanning_parts_and_reads_back() -> None:
+    parts = [SpanPart("transfers", 7, (0, 2)), SpanPart("transfers", 8, (1, 2))]
+    ((name, value),) = commit_end(parts)
+    assert name == COMMIT_END_HEADER
+    assert spans_of(value) == parts
+    assert spans_of(commit_end([])[0][1]) == [] and spans_of(None) == []

@@ -10,12 +10,14 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
+from txstream.commit.markers import commit_end
 from txstream.config import Settings
+from txstream.engine.group import SpanPart
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import encode_key
-from txstream_etl.cut import COMMIT, PREPARED
+from txstream_etl.cut import COMMIT, PREPARED, SPAN
 from txstream_etl.decode import DECODED, Decoder, KafkaRecord, UnknownWriterSchema, decode_arrow
 from txstream_etl.plan import ChangelogSource, Plan, RawSource, StateTable, StreamSource
 from txstream_etl.rules import Rejected, accepted_vote, contestant
@@ -176,3 +178,19 @@ def test_what_the_consistent_cut_needs_is_kept_from_unmirrored_changelog_records
     last = replace(record("app.changelog", value, encode_key(("contestants", 3))), commit_end=True)
     (data,) = decode(last)
     assert (data["table"], data["commit_end"]) == ("contestants", True)
+
+
+def test_a_commit_end_naming_spanning_parts_yields_one_marker_each() -> None:
+    ((_, header),) = commit_end([SpanPart("transfers", 7, (0, 2)), SpanPart("transfers", 8, (2,))])
+    end = replace(
+        record("app.changelog", b"x", encode_key(("phone_votes", 1))),
+        commit_end=True,
+        spans=header.decode(),
+    )
+    seven, eight, marker = decode(end)
+    assert (seven["table"], json.loads(seven["row"])) == (
+        SPAN,
+        {"txn": "span:transfers:7", "parts": [0, 2]},
+    )
+    assert json.loads(eight["row"])["txn"] == "span:transfers:8"
+    assert marker["table"] == COMMIT

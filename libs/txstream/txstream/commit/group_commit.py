@@ -29,7 +29,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 from fastavro.types import Schema
 
-from txstream.commit.markers import COMMIT_END
+from txstream.commit.markers import commit_end
 from txstream.engine.group import ORDER_HEADER, Group, encode_order
 from txstream.kafka.clients import delivery_failure, error_text, send, send_many
 from txstream.kafka.topics import AppTopics
@@ -185,7 +185,7 @@ class GroupCommitter:
                     last["value"],
                     key=last["key"],
                     partition=p,
-                    headers=COMMIT_END,
+                    headers=commit_end(group.spans),
                     on_delivery=self._on_log_delivery,
                 )
         else:

@@ -98,6 +98,15 @@ def decode_order(data: bytes) -> list[BatchRun]:
     return [BatchRun(str(s), int(a), int(b)) for s, a, b in json.loads(data)]
 
 
+@dataclass(frozen=True)
+class SpanPart:
+    """A spanning batch's part run on this engine, and the engines that each run one."""
+
+    stream: str
+    batch_id: int
+    participants: tuple[int, ...]
+
+
 @dataclass
 class Group:
     """Everything since the last group commit; written to Kafka as one transaction."""
@@ -125,6 +134,9 @@ class Group:
     # per-partition work in it (a TE, an OLTP write, a 2PC decision): spanning batches wait
     # for its commit, so that no read they send holds an uncommitted write (`SpanRunner`)
     local: bool = False
+    # spanning batches whose part on this engine ran in it, with every engine that has one:
+    # marked on the changelog (`commit.markers`) so readers take all parts or none
+    spans: list[SpanPart] = field(default_factory=list)
 
     @property
     def empty(self) -> bool:

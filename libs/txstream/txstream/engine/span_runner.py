@@ -34,7 +34,7 @@ from enum import Enum
 from typing import Protocol
 
 from txstream.engine.epochs import EpochReads
-from txstream.engine.group import AbortRecord, Group, last_batch_key, position_key
+from txstream.engine.group import AbortRecord, Group, SpanPart, last_batch_key, position_key
 from txstream.engine.spanning import Owner, Reads, Rows, SpanBase, SpanPlan, local_reads
 from txstream.engine.writeset import Base, read
 from txstream.model.dataflow import Dataflow
@@ -324,6 +324,7 @@ class SpanRunner:
             host.run_span(e.proc, e.batch_id, e.tuples, span)
             self.epochs.keep(stream, e.epoch, before, ws, host.base)
         e.state = _State.DONE
+        host.group.spans.append(SpanPart(stream, e.batch_id, tuple(sorted(e.plan.participants))))
         self._inbox.pop((stream, e.batch_id), None)
         for key in e.local:
             waiting = self._locks[key]
