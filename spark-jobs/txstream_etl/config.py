@@ -3,7 +3,8 @@
 The job learns an app from this file alone, never from the app's code, so any app can have a
 warehouse and the job ships without the apps. Four kinds of entry:
 
-- `[[fact]]`: a stream, appended one row per tuple (`FactTable`);
+- `[[fact]]`: a stream, appended one row per tuple (`FactTable`); `broadcast = true` for a
+  stream every partition holds whole (a spanning procedure's input): one copy is loaded;
 - `[[mirror]]`: an engine table followed through the changelog (`MirrorTable`);
 - `[raw]`: raw client events in several dialects, normalized (`normalize.py`), optional;
 - `[snapshot]`: a document computed by SQL over the tables after each micro-batch of the
@@ -39,6 +40,7 @@ class Fact:
     rule: str
     table: FactTable
     rename: Renames = ()
+    broadcast: bool = False  # every partition holds each batch: load partition 0's copy
 
 
 @dataclass(frozen=True)
@@ -155,7 +157,13 @@ class _Entries:
         where = f"fact {i} ({e.get('table', '?')})"
         table = FactTable(self._get(where, e, "table", str), self._get(where, e, "columns", str))
         stream, schema = self._get(where, e, "stream", str), self._get(where, e, "schema", str)
-        return Fact(stream, schema, self._rule(where, e), table, self._rename(where, e))
+        broadcast = e.get("broadcast", False)
+        if not isinstance(broadcast, bool):
+            raise WarehouseConfigError(
+                f"{self.path}: {where}: broadcast must be true or false, not {broadcast!r}"
+            )
+        rule, rename = self._rule(where, e), self._rename(where, e)
+        return Fact(stream, schema, rule, table, rename, broadcast)
 
     def mirror(self, i: int, e: dict[str, Any]) -> Mirror:
         where = f"mirror {i} ({e.get('table', '?')})"

@@ -30,7 +30,7 @@ from txstream_etl.config import WarehouseConfig
 from txstream_etl.cut import PREPARED
 from txstream_etl.decode import decode_arrow
 from txstream_etl.evolution import add_columns, additions, existing_schemas, stream_writers
-from txstream_etl.plan import ChangelogSource
+from txstream_etl.plan import ChangelogSource, StreamSource
 from txstream_etl.tables import DECODED_DDL, ETL_COMMITS_TABLE
 from txstream_etl.warehouse import Query, Warehouse
 from txstream_etl.writer import MicroBatchWriter
@@ -137,6 +137,8 @@ def start_query(
     for topic, source in query.plan.sources.items():
         if isinstance(source, ChangelogSource):
             kafka = kafka.where((F.col("topic") != topic) | mirrored(source))
+        elif isinstance(source, StreamSource) and source.broadcast:
+            kafka = kafka.where((F.col("topic") != topic) | (F.col("partition") == 0))
     decoded = kafka.mapInArrow(functools.partial(decode_arrow, query.plan), DECODED_DDL)
     stream = (
         decoded.writeStream.queryName(f"{app}:{query.name}")

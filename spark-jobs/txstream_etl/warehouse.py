@@ -79,6 +79,7 @@ class Warehouse:
                     f.rule,
                     f.rename,
                     self.writers.get(f.stream, ()),
+                    f.broadcast,
                 )
                 for f in config.facts
             }

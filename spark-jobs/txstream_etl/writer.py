@@ -170,8 +170,8 @@ class MicroBatchWriter:
             waiting = (F.col("table") == PREPARED) & F.col("row").isin(*sorted(cut.waiting))
         if self.holding:
             log.info(
-                "%s: the consistent cut ends partitions at %s (read to %s); %d prepared "
-                "transactions wait for their decision on every partition",
+                "%s: the consistent cut ends partitions at %s (read to %s); %d 2PC "
+                "transactions or spanning batches wait for their other partitions",
                 self.query, cut.upto, last, len(cut.waiting),
             )  # fmt: skip
         return rows.where(inside & ~special), rows.where(~inside | waiting)

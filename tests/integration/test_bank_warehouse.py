@@ -87,7 +87,6 @@ class Warehouse:
         tmp_path: Path,
         params: str,
         dataflow: str = "bank.dataflow:from_params",
-        mirrors_only: bool = False,
     ) -> None:
         self.root = tmp_path / "wh" / name
         self.env = {**os.environ, "TXSTREAM_HOME": str(settings.home),
@@ -97,11 +96,11 @@ class Warehouse:
         self.app = ["--app", name]
         described = self._run(["describe", "--app", dataflow, "--params", params,
                                "--format", "warehouse"], 60)  # fmt: skip
-        if mirrors_only:  # the engines' tables, not the stream facts
-            blocks = described.split("\n\n")
-            described = "\n\n".join(b for b in blocks if b.startswith("[[mirror]]"))
         self.config = tmp_path / "bank.toml"
         self.config.write_text(described)
+        self.mirrors = tmp_path / "bank-mirrors.toml"  # the engines' tables alone
+        blocks = described.split("\n\n")
+        self.mirrors.write_text("\n\n".join(b for b in blocks if b.startswith("[[mirror]]")))
 
     def _run(self, args: list[str], timeout_s: float) -> str:
         done = subprocess.run([TXSTREAM, *args], env=self.env, capture_output=True, text=True,
@@ -122,6 +121,16 @@ class Warehouse:
         """Each account's balance as of one epoch (the newest by default)."""
         _, tables = tables_at(self.root, "changelog", etl_batch)
         return {r["account"]: r["balance"] for r in _rows(tables["accounts"])}
+
+    def count(self, table: str, what: str = "*") -> int:
+        """Rows of a table (as it stands), or distinct values of `what`."""
+        try:
+            delta = DeltaTable(table_path(str(self.root), table))
+        except TableNotFoundError:
+            return 0
+        query = f"SELECT count(*) AS n FROM (SELECT {what} FROM t)"
+        reader = QueryBuilder().register("t", delta).execute(query)
+        return int(pa.table(reader.read_all()).to_pylist()[0]["n"])
 
     def held(self) -> int:
         return len(_rows(DeltaTable(table_path(str(self.root), HELD_TABLE.name))))
@@ -260,16 +269,22 @@ class StreamingEtl:
     each time, until the kills are spent; then it runs on."""
 
     def __init__(
-        self, warehouse: Warehouse, app: str, tmp_path: Path, kills: tuple[str, ...] = KILLS
+        self,
+        warehouse: Warehouse,
+        app: str,
+        tmp_path: Path,
+        kills: tuple[str, ...] = KILLS,
+        config: Path | None = None,
     ) -> None:
         self.warehouse, self.app, self.tmp_path = warehouse, app, tmp_path
         self.kills = list(kills)
+        self.config = config or warehouse.config
         self.runs = 0
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         w = self.warehouse
-        argv = [TXSTREAM, "etl", "run", *w.app, "--config", str(w.config), "--no-metrics",
+        argv = [TXSTREAM, "etl", "run", *w.app, "--config", str(self.config), "--no-metrics",
                 "--trigger-s", "0.5"]  # fmt: skip
         env = {**w.env, "TXSTREAM_FAILPOINTS": self.kills[0] if self.kills else ""}
         with (self.tmp_path / f"etl-{self.runs}.log").open("wb") as log:
@@ -331,7 +346,8 @@ def test_every_epoch_holds_the_money_of_spanning_transfers(kafka: KafkaEnv, tmp_
     """TSpoon's transfers as a spanning procedure (`bank.stream_transfers`): each batch
     commits a part on every engine it touches. On 4 partitions and 2 workers, while the ETL
     loads every half second, every epoch shows the money opened, and the last one the
-    serial execution's balances."""
+    serial execution's balances; the transfers, which every partition holds, are each in
+    their fact once."""
     settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
     rng = random.Random(9)
     opening = {a: rng.randint(0, 100) for a in range(SPAN_ACCOUNTS)}
@@ -342,14 +358,15 @@ def test_every_epoch_holds_the_money_of_spanning_transfers(kafka: KafkaEnv, tmp_
     registry = SchemaRegistry(settings.schema_dir)
     params = json.dumps({"name": app.name})
     dataflow = "bank.stream_transfers:from_params"
-    warehouse = Warehouse(settings, app.name, tmp_path, params, dataflow, mirrors_only=True)
+    warehouse = Warehouse(settings, app.name, tmp_path, params, dataflow)
     spec = ["--app", "bank.stream_transfers:from_params", "--params", params]
     workers = [
         ServiceProcess(settings, ["worker", "run", *spec, "--instance-id", str(i), "--no-metrics"],
                        tmp_path / f"worker-{i}.log")
         for i in range(2)
     ]  # fmt: skip
-    etl = StreamingEtl(warehouse, app.name, tmp_path, kills=())
+    # the mirrors stream beside the load; the facts are loaded once after it
+    etl = StreamingEtl(warehouse, app.name, tmp_path, kills=(), config=warehouse.mirrors)
     watch = CommitWatch(settings, topics.commits, SPAN_PARTITIONS)
     producer = Producer(idempotent_producer_config(settings))
     alive = lambda: all(w.alive() for w in workers)  # noqa: E731
@@ -391,6 +408,12 @@ def test_every_epoch_holds_the_money_of_spanning_transfers(kafka: KafkaEnv, tmp_
     total = sum(opening.values())
     for n in epochs:
         assert sum(warehouse.balances(n).values()) == total, f"epoch {n}"
+    # every partition holds each transfers batch; the fact holds each transfer once
+    warehouse.load()
+    sent = len(batches) * SPAN_K
+    assert warehouse.count("transfers") == sent
+    assert warehouse.count("transfers", "DISTINCT batch_id, seq") == sent
+    assert warehouse.count("transfer_outcomes") == sent
 
 
 SPAN_PARTITIONS, SPAN_ACCOUNTS, SPAN_K, SPAN_EPOCHS = 4, 40, 4, 6

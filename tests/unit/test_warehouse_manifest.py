@@ -12,7 +12,7 @@ from txstream import App
 from txstream.cli.main import app as cli
 from txstream.model.errors import DataflowError
 from txstream.schemas.ddl import RESERVED, UnmappableSchema, column_list, columns
-from txstream_etl.config import load_config
+from txstream_etl.config import WarehouseConfigError, load_config
 from txstream_etl.tables import FACT_META, MIRROR_META
 
 APPS = [
@@ -91,3 +91,16 @@ def test_a_key_part_must_be_a_key_type() -> None:
 def test_the_reserved_names_are_the_etl_jobs_own_columns() -> None:
     own = {c.split()[0] for c in f"{FACT_META}, {MIRROR_META}".split(", ")} | {"is_current"}
     assert own == RESERVED
+
+
+def test_a_spanning_stream_is_a_broadcast_fact_loaded_once(tmp_path: Path) -> None:
+    """Every engine reads each transfers batch, so each is on every partition: the fact
+    takes one copy; the outcomes, which one engine writes, are a fact like any other."""
+    config = load_config(manifest("bank.stream_transfers:from_params", tmp_path))
+    facts = {f.stream: f for f in config.facts}
+    assert facts["transfers"].broadcast and not facts["transfer_outcomes"].broadcast
+    bad = tmp_path / "bad.toml"
+    bad.write_text(manifest("bank.stream_transfers:from_params", tmp_path).read_text()
+                   .replace("broadcast = true", 'broadcast = "yes"'))  # fmt: skip
+    with pytest.raises(WarehouseConfigError, match=r"fact \d \(transfers\): broadcast must be"):
+        load_config(bad)

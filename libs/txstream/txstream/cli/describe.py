@@ -102,10 +102,12 @@ def text(app: App, partitions: int) -> str:
 
 def warehouse(app: App, registry: SchemaRegistry) -> str:
     """The app's warehouse as `txstream etl run --config` reads it: each stream a fact
-    table (one row per tuple), each table a mirror (followed through the changelog), their
+    table (one row per tuple; a spanning stream's batches, on every partition, loaded from
+    one), each table a mirror (followed through the changelog), their
     columns from the Avro schemas. A table's key parts are columns by the names its
     declaration gives (`app.table(..., key=...)`), else one `key` column of text."""
-    decl = app.dataflow().decl
+    dataflow = app.dataflow()
+    decl, spanning = dataflow.decl, set(dataflow.spanning_streams)
     out = [
         f"# The warehouse of app {app.name!r}, from its declarations alone:",
         f"#   txstream describe --app ... --format warehouse > {app.name}.toml",
@@ -117,6 +119,8 @@ def warehouse(app: App, registry: SchemaRegistry) -> str:
         out += ["", "[[fact]]", f"table = {_toml(name)}", f"stream = {_toml(s.name)}",
                 f"schema = {_toml(s.schema)}", f"columns = {_toml(ddl.column_list(cols))}",
                 *rename]  # fmt: skip
+        if s.name in spanning:  # every engine reads each batch: one copy is the fact
+            out.append("broadcast = true")
     for t in decl.tables.values():
         key = [(k, ddl.PRIMITIVES[avro]) for k, avro in t.key] or [("key", "STRING")]
         key = [(f"key_{k}" if k in ddl.RESERVED else k, sql) for k, sql in key]
