@@ -245,11 +245,7 @@ def test_every_epoch_of_a_streaming_load_holds_the_money_the_engines_hold(
             assert any(r.ok for r in outcomes)
             engines = {x: cluster.balance(client, x) for x in accounts}
         assert sum(engines.values()) == total
-        deadline = time.monotonic() + 300
-        while not _caught_up(warehouse, engines):
-            etl.check()
-            assert time.monotonic() < deadline, "the warehouse did not catch up"
-            time.sleep(0.5)
+        _wait_caught_up(warehouse, etl, engines)
     finally:
         etl.stop()
         coordinator.terminate()
@@ -333,6 +329,15 @@ def transfer(a: int, b: int, amount: int) -> list[Fragment]:
     ]
 
 
+def _wait_caught_up(warehouse: Warehouse, etl: StreamingEtl, engines: dict[int, int]) -> None:
+    """Until the newest epoch shows the engines' balances, while the ETL runs."""
+    deadline = time.monotonic() + 300
+    while not _caught_up(warehouse, engines):
+        etl.check()
+        assert time.monotonic() < deadline, "the warehouse did not catch up"
+        time.sleep(0.5)
+
+
 def _caught_up(warehouse: Warehouse, engines: dict[int, int]) -> bool:
     try:
         return warehouse.balances() == engines
@@ -392,11 +397,7 @@ def test_every_epoch_holds_the_money_of_spanning_transfers(kafka: KafkaEnv, tmp_
             batches += chunk
         watch.wait({"transfers": [len(batches)] * SPAN_PARTITIONS}, 200, alive)
         expected = serial_transfers(opening, [t for b in batches for t in b])
-        deadline = time.monotonic() + 300
-        while not _caught_up(warehouse, expected):
-            etl.check()
-            assert time.monotonic() < deadline, "the warehouse did not catch up"
-            time.sleep(0.5)
+        _wait_caught_up(warehouse, etl, expected)
     finally:
         etl.stop()
         watch.close()
