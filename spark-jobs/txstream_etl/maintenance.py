@@ -19,6 +19,7 @@ from pyspark.sql import SparkSession
 from txstream_etl.config import WarehouseConfig, tables
 from txstream_etl.tables import (
     ETL_COMMITS_TABLE,
+    HELD_TABLE,
     QUARANTINE_TABLE,
     ensure_table,
     register_views,
@@ -53,7 +54,9 @@ def maintain(spark: SparkSession, root: str, config: WarehouseConfig) -> Mainten
     aggregated = aggregate(spark, root, config)
     compacted: dict[str, int] = {}
     vacuumed: list[str] = []
-    system = (QUARANTINE_TABLE, ETL_COMMITS_TABLE)
+    # etl_held is overwritten by every changelog micro-batch that holds records back, so
+    # under 2PC load its unreferenced files pile up fastest of all.
+    system = (QUARANTINE_TABLE, ETL_COMMITS_TABLE, HELD_TABLE)
     for table in (*tables(config), *system, *(a.table for a in config.aggregates)):
         path = table_path(root, table.name)
         if not DeltaTable.isDeltaTable(spark, path):

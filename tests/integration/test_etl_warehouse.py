@@ -9,7 +9,7 @@ equal the engine's committed state: no row twice, none missing, bad rows quarant
 
 Short in `make test` (one kill); `make faults` adds a kill between two table commits of one
 micro-batch (failpoint `etl.after_table_commit`), the window the Delta idempotent-write
-markers exist for, and more votes.
+markers exist for, more votes, and `etl maintain` over the caught-up warehouse.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import sys
 import time
 import urllib.request
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,6 +112,7 @@ class EtlRun:
     killed_at_rows: list[int] = field(default_factory=list)  # votes landed when killed
     metrics: str = ""
     logs: list[Path] = field(default_factory=list)
+    running: ServiceProcess | None = None  # the run that caught up
 
 
 def rows(root: Path, table: str) -> list[dict[str, Any]]:
@@ -241,6 +243,7 @@ def etl(
 
         proc, args = etl_process(engine, run, 2)
         started.append(proc)
+        run.running = proc
         # Scraped before Spark (which takes many seconds to start) lands anything.
         wait_until_serving(settings, run.prometheus, {"etl": 1})
         poll("the warehouse to catch up", lambda: done(root, engine), deadline, proc.alive)
@@ -423,3 +426,38 @@ def test_the_etl_dashboard_panels_show_data(etl: EtlRun) -> None:
     assert len(exprs) >= 6, exprs
     missing = panels_without_data(etl.prometheus, etl.settings, exprs, etl.began)
     assert not missing, "panels without data:\n" + "\n".join(missing)
+
+
+@pytest.mark.skipif(not LONG, reason="a Spark run over every table (~60 s): runs in make faults")
+def test_maintain_compacts_and_vacuums_every_table_and_keeps_its_rows(
+    etl: EtlRun, engine: EngineRun
+) -> None:
+    """`etl maintain` on the caught-up warehouse: every Delta table of the app, the system
+    tables included, compacted and vacuumed, no row changed; the aggregate rebuilt."""
+    assert etl.running is not None
+    etl.running.kill()  # SIGKILL, by pid: no micro-batch commits beside the check below
+    assert gone(engine.app, 60), "Spark outlived its SIGKILLed driver"
+    root = etl.warehouse / engine.app
+    tables = sorted(p.name for p in root.iterdir() if (p / "_delta_log").is_dir())
+    before = {t: sorted(map(repr, rows(root, t))) for t in tables}
+    days = {v["committed_date"] for v in rows(root, "votes")}
+    assert len(DeltaTable(str(root / "votes")).file_uris()) > len(days), "nothing to compact"
+    log = etl.warehouse.parent / "maintain.log"
+    args = ["etl", "maintain", "--app", engine.app, "--config", str(WAREHOUSE_CONFIG)]
+    env = {
+        "TXSTREAM_WAREHOUSE_URI": str(etl.warehouse),
+        "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1",
+    }
+    assert ServiceProcess(etl.settings, args, log, env).wait_exit(300) == 0, log.read_text()[-3000:]
+
+    said = log.read_text()
+    vacuumed = {line.split(":")[0] for line in said.splitlines() if line.endswith("; vacuumed")}
+    assert vacuumed >= set(tables), f"not compacted and vacuumed: {set(tables) - vacuumed}"
+    for table in tables:
+        assert sorted(map(repr, rows(root, table))) == before[table], f"{table} changed"
+    votes = rows(root, "votes")
+    assert len(DeltaTable(str(root / "votes")).file_uris()) == len(days), "votes not compacted"
+    expected = Counter((v["committed_date"], v["state"], v["contestant_number"]) for v in votes)
+    daily = {(d["committed_date"], d["state"], d["contestant_number"]): d["votes"]
+             for d in rows(root, "daily_votes")}  # fmt: skip
+    assert daily == dict(expected)
