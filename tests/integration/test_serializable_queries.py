@@ -5,7 +5,9 @@ workers while a client reads every account through the coordinator, serializable
 snapshot in turn, over and over. Each answer names the batch it is as of, and must be
 exactly the serial execution's balances after that batch, on every engine at once; several
 answers must fall while the transfers are still running, or the test would only have read
-a quiet table.
+a quiet table. So the transfers go in steps, each sent once an answer shows a batch of the
+step before: the reads interleave with the engines' work by construction, not by timing (a
+slow run once left only two answers inside the run).
 """
 
 from __future__ import annotations
@@ -45,6 +47,24 @@ from txstream.schemas.registry import SchemaRegistry
 pytestmark = pytest.mark.integration
 
 PARTITIONS, WORKERS, ACCOUNTS, BATCHES, K = 4, 2, 40, 600, 4
+STEP = 100  # batches sent at a time
+
+
+class Answered:
+    """The newest batch any answer so far is as of, for the sender to wait on."""
+
+    def __init__(self) -> None:
+        self.at = 0
+        self.changed = threading.Condition()
+
+    def note(self, at: int | None) -> None:
+        with self.changed:
+            self.at = max(self.at, at or 0)
+            self.changed.notify_all()
+
+    def wait_past(self, batch: int, timeout_s: float) -> bool:
+        with self.changed:
+            return self.changed.wait_for(lambda: self.at > batch, timeout_s)
 
 
 @pytest.mark.timeout(300)
@@ -86,23 +106,32 @@ def test_serializable_queries_read_one_batch_on_every_engine(
         assert producer.flush(60) == 0
         alive = lambda: all(s.alive() for s in services)  # noqa: E731
         watch.wait({"opens": per_partition}, 120, alive)
-        send_broadcast(producer, topics, moves, batches, PARTITIONS)
-        assert producer.flush(60) == 0
         done = threading.Event()
+        answered = Answered()
+        stuck: list[int] = []
 
-        def wait_all() -> None:
+        def send_and_wait() -> None:
+            for first in range(1, BATCHES + 1, STEP):
+                step = batches[first - 1 : first - 1 + STEP]
+                send_broadcast(producer, topics, moves, step, PARTITIONS, first)
+                producer.flush(60)
+                if first + STEP <= BATCHES and not answered.wait_past(first - 1, 60):
+                    stuck.append(first)  # no answer showed this step: the engines stopped
+                    return
             watch.wait({"transfers": [BATCHES] * PARTITIONS}, 200, alive)
             done.set()
 
-        waiter = threading.Thread(target=wait_all)
+        waiter = threading.Thread(target=send_and_wait)
         waiter.start()
         with TxClient(app.name, settings, timeout_s=30) as client:
             levels = itertools.cycle(["serializable", "snapshot"])
             while not done.is_set() and waiter.is_alive():
                 r = client.query("accounts", isolation=next(levels))
                 assert r.ok, f"{r.reason}: {r.detail}"
+                answered.note(r.at)
                 answers.append((r.at, {int(k[0]): row["balance"] for k, row in r.table_rows()}))
             waiter.join(10)
+            assert not stuck, f"no answer showed a batch from {stuck[0]} within 60 s"
             assert done.is_set(), "the transfers did not all commit"
             last = client.query("accounts", isolation="serializable")
             answers.append((last.at, {int(k[0]): row["balance"] for k, row in last.table_rows()}))
