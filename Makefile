@@ -104,8 +104,8 @@ test: setup lint
 # worker (tests/faults/test_broker_kill.py), and a stream's schema changed under the warehouse
 # both ways (tests/integration/test_schema_evolution.py, four Spark runs), and the bank's
 # warehouse loaded every half second beside 2PC load with its driver SIGKILLed three times,
-# and beside spanning transfers (tests/integration/test_bank_warehouse.py; `make test` runs
-# its two-load case).
+# and beside spanning transfers, and two loads around a held 2PC transfer
+# (tests/integration/test_bank_warehouse.py).
 # A failing case names its seed; rerun it alone with TXSTREAM_FAULT_SEED=<seed>. Also the
 # engine's property tests at 5,000 examples, the commit-protocol simulation at 10,000
 # seeds and the spanning-procedure simulation at 3,000 (a failing one says how to rerun it
