@@ -180,13 +180,16 @@ def etl_process(
             "--raw-topic", engine.raw_topic,
             "--trigger-s", "0.5", "--max-batches-per-trigger", str(BATCHES_PER_TRIGGER),
             "--metrics-port", str(free_port())]  # fmt: skip
-    env = {
+    return ServiceProcess(run.settings, args, log, {**spark_env(run), **env}), args
+
+
+def spark_env(run: EtlRun) -> dict[str, str]:
+    """An `etl` command's environment: the run's warehouse, and for a short-lived driver the
+    JIT's first tier only, which halves Spark's warm-up."""
+    return {
         "TXSTREAM_WAREHOUSE_URI": str(run.warehouse),
-        # A short-lived driver: the JIT's first tier only, which halves Spark's warm-up.
         "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1",
-        **env,
     }
-    return ServiceProcess(run.settings, args, log, env), args
 
 
 def done(root: Path, engine: EngineRun) -> bool:
@@ -444,11 +447,8 @@ def test_maintain_compacts_and_vacuums_every_table_and_keeps_its_rows(
     assert len(DeltaTable(str(root / "votes")).file_uris()) > len(days), "nothing to compact"
     log = etl.warehouse.parent / "maintain.log"
     args = ["etl", "maintain", "--app", engine.app, "--config", str(WAREHOUSE_CONFIG)]
-    env = {
-        "TXSTREAM_WAREHOUSE_URI": str(etl.warehouse),
-        "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1",
-    }
-    assert ServiceProcess(etl.settings, args, log, env).wait_exit(300) == 0, log.read_text()[-3000:]
+    maintain = ServiceProcess(etl.settings, args, log, spark_env(etl))
+    assert maintain.wait_exit(300) == 0, log.read_text()[-3000:]
 
     said = log.read_text()
     vacuumed = {line.split(":")[0] for line in said.splitlines() if line.endswith("; vacuumed")}

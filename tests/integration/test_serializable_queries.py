@@ -108,15 +108,17 @@ def test_serializable_queries_read_one_batch_on_every_engine(
         watch.wait({"opens": per_partition}, 120, alive)
         done = threading.Event()
         answered = Answered()
-        stuck: list[int] = []
+        failed: list[str] = []  # why the sender stopped early (its thread cannot assert)
 
         def send_and_wait() -> None:
             for first in range(1, BATCHES + 1, STEP):
                 step = batches[first - 1 : first - 1 + STEP]
                 send_broadcast(producer, topics, moves, step, PARTITIONS, first)
-                producer.flush(60)
+                if producer.flush(60) != 0:
+                    failed.append(f"batches from {first} not all sent within 60 s")
+                    return
                 if first + STEP <= BATCHES and not answered.wait_past(first - 1, 60):
-                    stuck.append(first)  # no answer showed this step: the engines stopped
+                    failed.append(f"no answer showed a batch from {first} within 60 s")
                     return
             watch.wait({"transfers": [BATCHES] * PARTITIONS}, 200, alive)
             done.set()
@@ -131,7 +133,7 @@ def test_serializable_queries_read_one_batch_on_every_engine(
                 answered.note(r.at)
                 answers.append((r.at, {int(k[0]): row["balance"] for k, row in r.table_rows()}))
             waiter.join(10)
-            assert not stuck, f"no answer showed a batch from {stuck[0]} within 60 s"
+            assert not failed, failed[0]
             assert done.is_set(), "the transfers did not all commit"
             last = client.query("accounts", isolation="serializable")
             answers.append((last.at, {int(k[0]): row["balance"] for k, row in last.table_rows()}))
