@@ -126,6 +126,10 @@ def main(
     master: str = typer.Option(
         "", help="Spark master URL (default: the spark_master setting, local[2])"
     ),
+    split_drivers: bool = typer.Option(
+        False, help="the mirrors' query in a second, niced Spark driver (`etl run --split-drivers`)"
+    ),
+    mirrors_nice: int = typer.Option(19, help="with --split-drivers: that driver's niceness"),
 ) -> None:
     settings = Settings()
     # No removals: the measured votes all stay in the engine's votes table, to count them.
@@ -152,6 +156,8 @@ def main(
         log = (settings.log_dir / f"{app.name}-etl.log").open("wb")
         argv = [TXSTREAM, "etl", "run", "--app", app.name, "--config", str(WAREHOUSE_CONFIG),
                 "--trigger-s", str(trigger_s)]  # fmt: skip
+        if split_drivers:
+            argv += ["--split-drivers", "--mirrors-nice", str(mirrors_nice)]
         etl = subprocess.Popen(
             argv,
             env={
@@ -202,6 +208,7 @@ def main(
     span = (commits[micro_batches[-1]] - start).total_seconds()
     p50, p99 = statistics.median(fresh), fresh[int(0.99 * (len(fresh) - 1))]
     m = machine()
+    drivers = f", two drivers (nice {mirrors_nice})" if split_drivers else ""
     print(f"machine: {machine_text(m)}")
     print(f"{len(landed)} votes in {len(micro_batches)} micro-batches over {span:.1f}s")
     print(f"freshness p50 {p50:.2f}s p99 {p99:.2f}s max {fresh[-1]:.2f}s")
@@ -211,7 +218,7 @@ def main(
     )
     print(
         f"| {date.today()} | {votes} at {rate}/s, trigger {trigger_s}s, "
-        f"{master or settings.spark_master} | {p50:.2f} | {p99:.2f} "
+        f"{master or settings.spark_master}{drivers} | {p50:.2f} | {p99:.2f} "
         f"| {statistics.median(ages):.2f} / {ages[-1]:.2f} | {len(landed) / span:,.0f} "
         f"| {len(micro_batches)} | {machine_text(m)} |"
     )

@@ -6,9 +6,12 @@ Spark is imported only when a command runs, so the rest of `txstream` starts fas
 from __future__ import annotations
 
 import logging
+import os
 import re
 import statistics
+import sys
 from pathlib import Path
+from typing import Literal
 
 import typer
 from rich.console import Console
@@ -63,9 +66,18 @@ def run(
     metrics: bool = typer.Option(True, help="serve Prometheus metrics, registered for scraping"),
     metrics_port: int = typer.Option(0, help="metrics port; 0: any free port"),
     metrics_host: str = typer.Option("127.0.0.1", help="address of the metrics endpoint"),
+    split_drivers: bool = typer.Option(
+        False, "--split-drivers/--one-driver",
+        help="when streaming on a local master, run the mirrors' query in a second Spark "
+        "driver at a lower CPU priority, so the facts' micro-batches get the CPU first (the "
+        "mirrors lag more, and under a load that keeps the CPU busy, without bound)",
+    ),
+    mirrors_nice: int = typer.Option(19, min=0, max=19, help="the second driver's niceness"),
+    second_of: int = typer.Option(0, hidden=True, help="run as the mirrors' driver of this pid"),
 ) -> None:  # fmt: skip
     """Stream the app's committed topics into Delta tables, exactly once."""
     from txstream.observability.targets import serve_metrics
+    from txstream_etl.drivers import SecondDriver, follow, splits
     from txstream_etl.evolution import SchemaEvolutionError
     from txstream_etl.job import RunOptions, app_root
     from txstream_etl.job import run as run_job
@@ -74,26 +86,58 @@ def run(
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
+    if second_of:
+        follow(second_of, mirrors_nice)  # first: Spark's JVM inherits both
     settings = Settings()
     warehouse = load_warehouse(config)
     app_name = resolve_app(settings, app_name)
+    split = split_drivers and not second_of
+    if split and not splits(warehouse, raw_topic or None, settings.spark_master, once):
+        console.print(
+            "[red]error:[/red] --split-drivers: only a streaming run (no --once) on a local "
+            "master, of an app with mirrors and facts, has two drivers"
+        )
+        raise typer.Exit(2)
     if metrics:
         port = serve_metrics(settings, "etl", metrics_host, metrics_port)
         console.print(f"metrics on {metrics_host}:{port}/metrics")
-    options = RunOptions(once, trigger_s, max_batches_per_trigger or None)
-    spark = spark_session(settings, f"txstream-etl-{app_name}")
+    mirrors: Literal["here", "only", "elsewhere"] = (
+        "only" if second_of else "elsewhere" if split else "here"
+    )
+    options = RunOptions(once, trigger_s, max_batches_per_trigger or None, mirrors)
+    second = None
+    if split:  # the same command, for the mirrors alone; its metrics on a port of its own
+        second = SecondDriver([
+            sys.executable, "-m", "txstream_etl", "run", "--app", app_name,
+            "--config", str(config.resolve()), "--trigger-s", str(trigger_s),
+            "--max-batches-per-trigger", str(max_batches_per_trigger),
+            "--raw-topic", raw_topic, "--metrics" if metrics else "--no-metrics",
+            "--metrics-port", "0", "--metrics-host", metrics_host,
+            "--mirrors-nice", str(mirrors_nice), "--second-of", str(os.getpid()),
+        ])  # fmt: skip
+    name = f"txstream-etl-{app_name}" + ("-mirrors" if second_of else "")
+    spark = spark_session(settings, name)
     console.print(f"ETL of {app_name} into {app_root(settings, app_name)}")
     try:
         try:
-            writers = run_job(spark, settings, app_name, warehouse, raw_topic or None, options)
+            writers = run_job(
+                spark, settings, app_name, warehouse, raw_topic or None, options,
+                on_start=second.start if second is not None else None,
+            )  # fmt: skip
         except SchemaEvolutionError as e:
             console.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
             raise typer.Exit(2) from None
         board = None
-        if warehouse.snapshot is not None and warehouse.snapshot.show:
+        if warehouse.snapshot is not None and warehouse.snapshot.show and mirrors != "elsewhere":
             board = latest_snapshot(spark, app_root(settings, app_name), warehouse.snapshot)
     finally:
+        if second is not None:
+            second.stop()
         spark.stop()
+    status = second.exit_status() if second is not None else None
+    if status is not None:
+        console.print(f"[red]error:[/red] the mirrors' driver exited ({status}): stopped")
+        raise typer.Exit(status)
     summary = Table(title=f"ETL of {app_name}")
     for column in ("query", "table", "rows", "quarantined", "freshness p50 / p99 s"):
         summary.add_column(column)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pyspark.sql import Column, SparkSession
 from pyspark.sql import functions as F
@@ -31,8 +31,9 @@ from txstream_etl.cut import PREPARED
 from txstream_etl.decode import decode_arrow
 from txstream_etl.evolution import add_columns, additions, existing_schemas, stream_writers
 from txstream_etl.plan import ChangelogSource, StreamSource
+from txstream_etl.shared import lock_path
 from txstream_etl.tables import DECODED_DDL, ETL_COMMITS_TABLE
-from txstream_etl.warehouse import Query, Warehouse
+from txstream_etl.warehouse import MIRRORS_QUERY, Query, Warehouse
 from txstream_etl.writer import MicroBatchWriter
 
 
@@ -41,6 +42,14 @@ class RunOptions:
     once: bool = False  # process what is committed now, then stop (availableNow)
     trigger_s: float = 1.0
     max_batches_per_trigger: int | None = None  # atomic batches (Kafka records) per trigger
+    # where the mirrors' query runs: in this driver with the others, in this driver alone
+    # (the second driver, `drivers.py`), or in a second driver and not here
+    mirrors: Literal["here", "only", "elsewhere"] = "here"
+
+    def runs(self, query: Query) -> bool:
+        if self.mirrors == "here":
+            return True
+        return (query.name == MIRRORS_QUERY) == (self.mirrors == "only")
 
 
 def warehouse_root(settings: Settings) -> str:
@@ -178,9 +187,12 @@ def run(
     warehouse.ensure(spark)
     add_columns(spark, root, added)
     batch_writers, queries = [], []
-    for query in warehouse.queries():
+    lock = lock_path(settings.run_dir, app)
+    for query in filter(options.runs, warehouse.queries()):
         after = warehouse.after_batch() if query.snapshots else None
-        writer = MicroBatchWriter(root, app, query.name, query.tables, after, query.consistent)
+        writer = MicroBatchWriter(
+            root, app, query.name, query.tables, lock, after, query.consistent
+        )
         batch_writers.append(writer)
         queries.append(start_query(spark, settings, app, query, writer, options))
     if on_start is not None:

@@ -37,6 +37,8 @@ from txstream_etl.tables import (
 )
 from txstream_etl.writer import AfterBatch
 
+MIRRORS_QUERY = "changelog"  # the query that loads the mirrors (and the snapshot)
+
 
 @dataclass(frozen=True)
 class Query:
@@ -95,7 +97,7 @@ class Warehouse:
             snapshots = config.snapshot is not None
             out.append(
                 Query(
-                    "changelog",
+                    MIRRORS_QUERY,
                     changelog,
                     dict(mirrors),
                     snapshots,

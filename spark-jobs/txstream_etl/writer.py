@@ -15,6 +15,7 @@ commit, which rebuilds its state: about half a second per table per micro-batch 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
@@ -23,6 +24,7 @@ from collections import Counter as Tally
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from delta.tables import DeltaTable
@@ -33,6 +35,7 @@ from txstream import failpoints
 from txstream_etl.cut import MARKS, PREPARED, SPAN, Marker, consistent_cut
 from txstream_etl.metrics import FRESHNESS, QUARANTINED, ROWS
 from txstream_etl.pools import join_pool, pool_threads
+from txstream_etl.shared import shared_commit
 from txstream_etl.tables import (
     ETL_COMMITS_TABLE,
     HELD_TABLE,
@@ -104,12 +107,15 @@ class MicroBatchWriter:
         app: str,
         query: str,
         tables: Mapping[str, FactTable | MirrorTable],
+        lock: Path,
         after: AfterBatch | None = None,
         consistent: bool = False,
     ) -> None:
-        """`consistent`: the query reads a changelog, and ends each micro-batch at a
+        """`lock`: the app's lock file for commits to the shared tables (`shared.py`).
+        `consistent`: the query reads a changelog, and ends each micro-batch at a
         consistent cut (`cut.py`), keeping what lies past it in `etl_held`."""
         self.root = root
+        self.lock = lock
         self.consistent = consistent
         self.holding = consistent  # whether records wait in etl_held (read once to know)
         self.held_version = -1  # the etl_held version the next micro-batch reads
@@ -269,14 +275,17 @@ class MicroBatchWriter:
         if self._holds(table, epoch):
             return
         path = table_path(self.root, table)
-        (
-            rows.write.format("delta")
-            .mode("append")
-            .option("userMetadata", batch_mark(self.app, self.query, epoch))
-            # etl_commits gained `versions`; a warehouse made before has the table without it.
-            .option("mergeSchema", str(table == ETL_COMMITS_TABLE.name).lower())
-            .save(path)
-        )
+        shared = any(t.name == table for t in SHARED)
+        jvm = rows.sparkSession.sparkContext._jvm
+        with shared_commit(jvm, self.lock) if shared else contextlib.nullcontext():
+            (
+                rows.write.format("delta")
+                .mode("append")
+                .option("userMetadata", batch_mark(self.app, self.query, epoch))
+                # etl_commits gained `versions`; a warehouse made before lacks the column.
+                .option("mergeSchema", str(table == ETL_COMMITS_TABLE.name).lower())
+                .save(path)
+            )
         if table in self.versions:
             self.versions[table] = version_now(rows.sparkSession, path)
         failpoints.hit("etl.after_table_commit")

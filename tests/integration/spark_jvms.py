@@ -1,4 +1,5 @@
-"""The Spark JVMs of an app's ETL, found by command line, for the tests that SIGKILL it."""
+"""The Spark JVMs and drivers of an app's ETL, found by command line, for the tests that
+SIGKILL it."""
 
 from __future__ import annotations
 
@@ -6,6 +7,15 @@ import os
 import signal
 import time
 from pathlib import Path
+
+# An ETL driver's JVM in the tests: the JIT's first tier only, which halves Spark's warm-up,
+# with the code cache the full JIT would have (240 MiB; 48 MiB by default for the first
+# tier alone, which a streaming driver filled in ~43 s and once died of).
+SHORT_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
+
+# How `etl run --split-drivers` exits when its mirrors' driver (`txstream_etl/drivers.py`)
+# was SIGKILLed: it stops its own queries and exits as a shell reports a death by that signal.
+KILLED_BY_ITS_MIRRORS = 128 + signal.SIGKILL
 
 
 def spark_jvms(app: str) -> list[int]:
@@ -32,3 +42,15 @@ def gone(app: str, timeout_s: float) -> bool:
     for pid in spark_jvms(app):  # found again by command line: never a reused pid
         os.kill(pid, signal.SIGKILL)
     return False
+
+
+def mirrors_driver(first: int) -> int | None:
+    """The pid of the mirrors' driver that `etl run` (pid `first`) started, if it has."""
+    marker = f"--second-of\0{first}\0".encode()
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            if marker in cmdline.read_bytes():
+                return int(cmdline.parent.name)
+        except OSError:
+            continue
+    return None

@@ -42,7 +42,7 @@ from tests.conftest import KafkaEnv, free_port
 from tests.faults.scale import LONG, scaled
 from tests.integration.leaderboard_driver import drive, load_inputs, new_app
 from tests.integration.panels import panel_exprs, panels_without_data, wait_until_serving
-from tests.integration.spark_jvms import gone, spark_jvms
+from tests.integration.spark_jvms import SHORT_JIT, gone, spark_jvms
 from tests.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
@@ -184,11 +184,10 @@ def etl_process(
 
 
 def spark_env(run: EtlRun) -> dict[str, str]:
-    """An `etl` command's environment: the run's warehouse, and for a short-lived driver the
-    JIT's first tier only, which halves Spark's warm-up."""
+    """An `etl` command's environment: the run's warehouse, and the tests' JIT settings."""
     return {
         "TXSTREAM_WAREHOUSE_URI": str(run.warehouse),
-        "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1",
+        "SPARK_SUBMIT_OPTS": SHORT_JIT,
     }
 
 

@@ -6,10 +6,13 @@ standalone cluster (a master and two workers); local mode is the Leaderboard ETL
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
+import signal
 import subprocess
 import time
+import tomllib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,7 +28,7 @@ from orders.sales_run import SalesRun, sales_events
 from tests.conftest import KafkaEnv, free_port
 from tests.faults.killer import kill_leftovers
 from tests.faults.scale import LONG
-from tests.integration.spark_jvms import gone
+from tests.integration.spark_jvms import KILLED_BY_ITS_MIRRORS, SHORT_JIT, gone, mirrors_driver
 from txstream.config import Settings, project_root
 from txstream.kafka.routing import partition_of
 from txstream.model.declarations import Record
@@ -78,7 +81,7 @@ def sales(kafka: KafkaEnv, tmp_path: Path) -> Loaded:
     env = {**os.environ, "TXSTREAM_HOME": str(settings.home),
            "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap,
            "TXSTREAM_WAREHOUSE_URI": str(tmp_path / "wh"),
-           "SPARK_SUBMIT_OPTS": "-XX:TieredStopAtLevel=1"}  # fmt: skip
+           "SPARK_SUBMIT_OPTS": SHORT_JIT}  # fmt: skip
     described = subprocess.run(
         [TXSTREAM, "describe", "--app", "orders.sales:from_params", "--format", "warehouse"],
         env=env, capture_output=True, text=True, timeout=60, check=True,
@@ -143,30 +146,47 @@ def assert_loaded(root: Path, s: Loaded) -> None:
 def test_the_etl_sigkilled_three_times_loads_every_row_once(
     kafka: KafkaEnv, tmp_path: Path
 ) -> None:
-    """The ETL's driver SIGKILLed (by pid) three times once it recorded one more micro-batch
-    of 5 records: twice right after the next micro-batch's first table commit (its other
-    tables and its record not yet written, the window the re-run check is for), once at a
-    random moment; then run to the end: every table as if it had never been killed."""
+    """The ETL, in two drivers (`--split-drivers`), SIGKILLed (by pid) three times: its first
+    driver twice, once it recorded one more micro-batch of 5 records, right after the next
+    micro-batch's first table commit (its other tables and its record not yet written, the
+    window the re-run check is for); then its mirrors' driver, right after its first mirror
+    commit of the run (or at a random moment, if the mirrors hold everything already), upon
+    which the first stops and exits as the killed one did. Then run to the end: every table
+    as if it had never been killed."""
     s = sales(kafka, tmp_path)
     root = tmp_path / "wh" / s.app
     pace = random.Random(22)
     argv = [TXSTREAM, "etl", "run", "--app", s.app, "--config", str(s.config), "--no-metrics",
-            "--trigger-s", "0.5", "--max-batches-per-trigger", "5"]  # fmt: skip
+            "--trigger-s", "0.5", "--max-batches-per-trigger", "5", "--split-drivers"]  # fmt: skip
     deadline = time.monotonic() + 900
-    for n in range(3):
+    for n in range(2):
         before = micro_batches(root)
         with (tmp_path / f"etl-{n}.log").open("wb") as log:
             proc = subprocess.Popen(argv, env=s.env, stdout=log, stderr=subprocess.STDOUT)
         try:
             until(proc, deadline, lambda: micro_batches(root), above=before)
-            if n == 1:
-                time.sleep(pace.uniform(0.0, 3.0))
-            else:
-                until(proc, deadline, lambda: data_commits(root), above=data_commits(root))
+            until(proc, deadline, lambda: data_commits(root), above=data_commits(root))
         finally:
             proc.kill()
             proc.wait(30)
         assert gone(s.app, 60), "Spark outlived its SIGKILLed driver"
+    mirrors = [m["table"] for m in tomllib.loads(s.config.read_text())["mirror"]]
+    mirrored = data_commits(root, mirrors)
+    with (tmp_path / "etl-2.log").open("wb") as log:
+        proc = subprocess.Popen(argv, env=s.env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        until(proc, deadline, lambda: int(mirrors_driver(proc.pid) is not None), 0)
+        at_most = min(deadline, time.monotonic() + pace.uniform(20.0, 60.0))
+        with contextlib.suppress(TimedOut):
+            until(proc, at_most, lambda: data_commits(root, mirrors), above=mirrored)
+        second = mirrors_driver(proc.pid)
+        assert second is not None, "the mirrors' driver exited before its kill"
+        os.kill(second, signal.SIGKILL)
+        assert proc.wait(120) == KILLED_BY_ITS_MIRRORS
+    finally:
+        proc.kill()
+        proc.wait(30)
+    assert gone(s.app, 60), "Spark outlived its SIGKILLed drivers"
     assert micro_batches(root) >= 3
     s.etl("run", "--once", "--no-metrics")
     assert_loaded(root, s)
@@ -178,14 +198,21 @@ def until(
     """Poll until `count` passes `above`, while the ETL runs and before the deadline."""
     while count() <= above:
         assert proc.poll() is None, f"the ETL exited early: {proc.args!r}"
-        assert time.monotonic() < deadline, "timed out"
+        if time.monotonic() >= deadline:
+            raise TimedOut
         time.sleep(0.05)
 
 
-def data_commits(root: Path) -> int:
-    """Delta commits of the app's tables so far (not the micro-batch records)."""
+class TimedOut(AssertionError):
+    """`until`'s deadline passed."""
+
+
+def data_commits(root: Path, only: list[str] | None = None) -> int:
+    """Delta commits of the app's tables so far (not the micro-batch records), or of some."""
+    if not root.is_dir():
+        return 0
     tables = [p for p in root.iterdir() if not p.name.startswith("_") and p.name != "etl_commits"]
-    return sum(DeltaTable(str(p)).version() for p in tables)
+    return sum(DeltaTable(str(p)).version() for p in tables if only is None or p.name in only)
 
 
 def micro_batches(root: Path) -> int:
