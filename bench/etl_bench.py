@@ -5,7 +5,10 @@
 
 Runs the Leaderboard on a supervised worker while votes arrive at `--rate` batches/s, with the
 ETL (`txstream etl run`, Spark local mode) streaming the committed topics into a fresh
-warehouse. Once every accepted vote is in Delta, it reads the warehouse back with delta-rs:
+warehouse: a warm-up, a pause until the mirrors are warm, then the measured votes; with
+`--steady`, the votes flow at the rate from the start, the measured ones right after the
+warm-up, as a source that never pauses would send them. Once every accepted vote is in
+Delta, it reads the warehouse back with delta-rs:
 each vote's freshness is the commit time of its micro-batch (`etl_commits`) minus its Kafka
 record's timestamp, which the engine's producer set just before its group commit. Prints
 p50/p99 freshness, landed rows/s, and a markdown row for docs/benchmarks.md.
@@ -21,6 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
 from datetime import date, datetime
@@ -68,6 +72,13 @@ def caught_up(root: Path, accepted: int, since: int) -> bool:
     return len(votes) >= accepted and {v["etl_batch"] for v in votes} <= recorded
 
 
+def warm(root: Path) -> bool:
+    """Each query ran its first micro-batches, which pay for class loading and the JIT:
+    the streams query five, the changelog query (slower) two."""
+    recorded = Counter(c["query"] for c in rows(root / "etl_commits"))
+    return recorded["streams"] >= 5 and recorded["changelog"] >= 2
+
+
 def changelog_reached(root: Path, kafka_ts: datetime | None) -> bool:
     """The changelog query landed a record committed at `kafka_ts` or later (any, if None)."""
     marks = [c for c in rows(root / "etl_commits") if c["query"] == "changelog"]
@@ -95,8 +106,9 @@ class Producing:
         self.producer.init_transactions(60)
         self.batches = iter_batches(votes, 1)
 
-    def send(self, count: int, rate: int) -> int:
-        """The next `count` batches at `rate` per second; returns the last batch id."""
+    def send(self, count: int, rate: int, until: Callable[[], bool] | None = None) -> int:
+        """The next `count` batches at `rate` per second, or fewer if `until()` (asked each
+        second) turns true first; returns the last batch id."""
         per_tick, last, started = max(1, rate // 10), 0, time.monotonic()
         self.producer.begin_transaction()
         for i, batch in zip(range(1, count + 1), self.batches, strict=False):
@@ -105,6 +117,8 @@ class Producing:
             last = batch.batch_id
             if i % per_tick == 0:
                 self.producer.commit_transaction(60)
+                if until is not None and i % rate == 0 and until():
+                    return last
                 time.sleep(max(0.0, started + i / rate - time.monotonic()))
                 self.producer.begin_transaction()
         self.producer.commit_transaction(60)
@@ -130,6 +144,12 @@ def main(
         False, help="the mirrors' query in a second, niced Spark driver (`etl run --split-drivers`)"
     ),
     mirrors_nice: int = typer.Option(19, help="with --split-drivers: that driver's niceness"),
+    steady: bool = typer.Option(
+        False,
+        help="votes flow at the rate from the start, the measured ones right after the "
+        "warm-up, which lasts until each query ran its first micro-batches (at most --warmup "
+        "batches: give it minutes, e.g. 300000)",
+    ),
 ) -> None:
     settings = Settings()
     # No removals: the measured votes all stay in the engine's votes table, to count them.
@@ -179,10 +199,16 @@ def main(
         try:
             worker.start()  # inside: a worker that cannot start must not leave the ETL running
             # Warm-up: Spark's first micro-batches of each query pay for class loading and JIT.
-            first = producing.send(warmup, rate) + 1
-            wait_for_batches(settings, commits_topic, {"votes": first - 1}, timeout_s, alive)
-            wait("the warm-up", lambda: caught_up(root, 1, 0))
-            wait("the mirrors' warm-up", lambda: changelog_reached(root, None))
+            if steady:
+                ended = lambda: etl.poll() is not None or warm(root)  # noqa: E731
+                first = producing.send(warmup, rate, until=ended) + 1
+                if not warm(root):
+                    sys.exit(f"the ETL was not warm after {warmup} batches; see {log.name}")
+            else:
+                first = producing.send(warmup, rate) + 1
+                wait_for_batches(settings, commits_topic, {"votes": first - 1}, timeout_s, alive)
+                wait("the warm-up", lambda: caught_up(root, 1, 0))
+                wait("the mirrors' warm-up", lambda: changelog_reached(root, None))
             print(f"ETL warm; producing {votes} batches at {rate}/s", file=sys.stderr)
             last = producing.send(votes, rate)
             wait_for_batches(settings, commits_topic, {"votes": last}, timeout_s, alive)
@@ -209,6 +235,7 @@ def main(
     p50, p99 = statistics.median(fresh), fresh[int(0.99 * (len(fresh) - 1))]
     m = machine()
     drivers = f", two drivers (nice {mirrors_nice})" if split_drivers else ""
+    drivers += ", steady" if steady else ""
     print(f"machine: {machine_text(m)}")
     print(f"{len(landed)} votes in {len(micro_batches)} micro-batches over {span:.1f}s")
     print(f"freshness p50 {p50:.2f}s p99 {p99:.2f}s max {fresh[-1]:.2f}s")

@@ -39,9 +39,10 @@ def splits(config: WarehouseConfig, raw_topic: str | None, master: str, once: bo
 
 
 def follow(parent: int, niceness: int) -> None:
-    """In the second driver, before Spark starts (its JVM inherits the first two): die with
-    the first, yield the CPU to it, and stop when it says so (SIGTERM), not on a Ctrl-C:
-    that reaches both, and the first stops this one once its own queries stopped."""
+    """In the second driver, before Spark starts: die with the first (Spark's JVM, which
+    inherits the niceness, follows its Python's death), yield the CPU to it, and stop when
+    it says so (SIGTERM), not on a Ctrl-C: that reaches both, and the first stops this one
+    once its own queries stopped."""
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
