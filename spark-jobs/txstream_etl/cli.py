@@ -87,7 +87,7 @@ def run(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     logging.getLogger("py4j").setLevel(logging.WARNING)
     if second_of:
-        follow(second_of, mirrors_nice)  # first: Spark's JVM inherits both
+        follow(second_of, mirrors_nice)  # before Spark starts: its JVM inherits the niceness
     settings = Settings()
     warehouse = load_warehouse(config)
     app_name = resolve_app(settings, app_name)
