@@ -11,7 +11,6 @@ import re
 import statistics
 import sys
 from pathlib import Path
-from typing import Literal
 
 import typer
 from rich.console import Console
@@ -79,7 +78,7 @@ def run(
     from txstream.observability.targets import serve_metrics
     from txstream_etl.drivers import SecondDriver, follow, splits
     from txstream_etl.evolution import SchemaEvolutionError
-    from txstream_etl.job import RunOptions, app_root
+    from txstream_etl.job import MirrorsAt, RunOptions, app_root
     from txstream_etl.job import run as run_job
     from txstream_etl.session import spark_session
     from txstream_etl.warehouse import latest_snapshot
@@ -101,9 +100,7 @@ def run(
     if metrics:
         port = serve_metrics(settings, "etl", metrics_host, metrics_port)
         console.print(f"metrics on {metrics_host}:{port}/metrics")
-    mirrors: Literal["here", "only", "elsewhere"] = (
-        "only" if second_of else "elsewhere" if split else "here"
-    )
+    mirrors: MirrorsAt = "only" if second_of else "elsewhere" if split else "here"
     options = RunOptions(once, trigger_s, max_batches_per_trigger or None, mirrors)
     second = None
     if split:  # the same command, for the mirrors alone; its metrics on a port of its own

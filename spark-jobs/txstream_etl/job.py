@@ -36,15 +36,17 @@ from txstream_etl.tables import DECODED_DDL, ETL_COMMITS_TABLE
 from txstream_etl.warehouse import MIRRORS_QUERY, Query, Warehouse
 from txstream_etl.writer import MicroBatchWriter
 
+# Where the mirrors' query runs: in this driver with the others, in this driver alone (the
+# second driver, `drivers.py`), or in a second driver and not here.
+MirrorsAt = Literal["here", "only", "elsewhere"]
+
 
 @dataclass(frozen=True)
 class RunOptions:
     once: bool = False  # process what is committed now, then stop (availableNow)
     trigger_s: float = 1.0
     max_batches_per_trigger: int | None = None  # atomic batches (Kafka records) per trigger
-    # where the mirrors' query runs: in this driver with the others, in this driver alone
-    # (the second driver, `drivers.py`), or in a second driver and not here
-    mirrors: Literal["here", "only", "elsewhere"] = "here"
+    mirrors: MirrorsAt = "here"
 
     def runs(self, query: Query) -> bool:
         if self.mirrors == "here":

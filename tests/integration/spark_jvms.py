@@ -18,10 +18,8 @@ SHORT_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
 KILLED_BY_ITS_MIRRORS = 128 + signal.SIGKILL
 
 
-def spark_jvms(app: str) -> list[int]:
-    """Pids of the Spark JVMs of this app's ETL: pyspark passes the session's conf, with its
-    `spark.app.name`, on the JVM's command line."""
-    marker = f"spark.app.name=txstream-etl-{app}".encode()
+def _pids_with(marker: bytes) -> list[int]:
+    """Pids of the processes whose command line holds `marker`."""
     out = []
     for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
         try:
@@ -30,6 +28,12 @@ def spark_jvms(app: str) -> list[int]:
         except OSError:
             continue
     return out
+
+
+def spark_jvms(app: str) -> list[int]:
+    """Pids of the Spark JVMs of this app's ETL: pyspark passes the session's conf, with its
+    `spark.app.name`, on the JVM's command line."""
+    return _pids_with(f"spark.app.name=txstream-etl-{app}".encode())
 
 
 def gone(app: str, timeout_s: float) -> bool:
@@ -46,11 +50,4 @@ def gone(app: str, timeout_s: float) -> bool:
 
 def mirrors_driver(first: int) -> int | None:
     """The pid of the mirrors' driver that `etl run` (pid `first`) started, if it has."""
-    marker = f"--second-of\0{first}\0".encode()
-    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
-        try:
-            if marker in cmdline.read_bytes():
-                return int(cmdline.parent.name)
-        except OSError:
-            continue
-    return None
+    return next(iter(_pids_with(f"--second-of\0{first}\0".encode())), None)

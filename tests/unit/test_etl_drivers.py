@@ -21,7 +21,7 @@ from py4j.java_gateway import JavaGateway
 from txstream.config import project_root
 from txstream_etl.config import load_config
 from txstream_etl.drivers import SecondDriver, splits
-from txstream_etl.job import RunOptions
+from txstream_etl.job import MirrorsAt, RunOptions
 from txstream_etl.plan import Plan
 from txstream_etl.shared import shared_commit
 from txstream_etl.warehouse import MIRRORS_QUERY, Query
@@ -47,8 +47,8 @@ def test_each_driver_runs_its_own_queries() -> None:
     plan = Plan("schemas", {})
     queries = [Query(name, plan, {}) for name in ("streams", MIRRORS_QUERY, "ingest")]
 
-    def names(mirrors: str) -> list[str]:
-        options = RunOptions(mirrors=mirrors)  # type: ignore[arg-type]
+    def names(mirrors: MirrorsAt) -> list[str]:
+        options = RunOptions(mirrors=mirrors)
         return [q.name for q in queries if options.runs(q)]
 
     assert names("here") == ["streams", MIRRORS_QUERY, "ingest"]
