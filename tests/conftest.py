@@ -19,23 +19,29 @@ from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.stack.broker import KafkaBroker
 
+_HANDED_OUT: set[int] = set()
+
 
 def free_port() -> int:
     """A free port below the kernel's ephemeral range.
 
     An ephemeral port can be taken by any client's outgoing connection; worse, a client
     retrying a dead broker on an ephemeral port can connect to itself (TCP self-connect)
-    and hold the port the restarted broker needs.
+    and hold the port the restarted broker needs. A port is handed out once per process:
+    two draws for one server (say a Spark master's RPC and UI ports) must not be equal.
     """
     low = int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
     rng = random.Random()
     for _ in range(200):
         port = rng.randrange(20_000, min(low, 32_768))
+        if port in _HANDED_OUT:
+            continue
         with socket.socket() as s:
             try:
                 s.bind(("127.0.0.1", port))
             except OSError:
                 continue
+            _HANDED_OUT.add(port)
             return port
     raise RuntimeError("no free port found below the ephemeral range")
 
@@ -45,7 +51,8 @@ def free_ports(count: int) -> int:
     for _ in range(200):
         base = free_port()
         rest = range(base + 1, base + count)
-        if all(_bindable(port) for port in rest):
+        if all(port not in _HANDED_OUT and _bindable(port) for port in rest):
+            _HANDED_OUT.update(rest)
             return base
     raise RuntimeError(f"no {count} consecutive free ports found")
 
