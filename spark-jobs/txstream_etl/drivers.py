@@ -11,7 +11,8 @@ cluster, two applications would compete for the same executors.
 The pair is one service: the second driver dies with the first (`PR_SET_PDEATHSIG`, so a
 SIGKILL of the first by pid takes both down, and each JVM follows its Python driver), and
 the first stops its queries and exits when the second exits. The two share only the
-appends to `etl_commits` and `quarantine`, ordered by `shared.py`'s lock.
+appends to `etl_commits` (by delta-rs) and `quarantine` (by Spark, ordered by `shared.py`'s
+lock).
 """
 
 from __future__ import annotations

@@ -1,12 +1,13 @@
-"""The lock that orders commits to the tables every query appends to (`tables.SHARED`).
+"""The lock that orders Spark's commits to the tables every query appends to (`tables.SHARED`).
 
 Why: with the mirrors' query in a driver of its own (`drivers.py`), two JVMs append to
-`etl_commits` and `quarantine`. Delta's log store for local files makes a commit by checking
-that the next log file is absent and then renaming a temporary file onto it; the rename
-overwrites, and the check is ordered only among the threads of one JVM. Two drivers
-committing the same version at once could each think it won, and one commit would be lost.
-A lock file on this machine (both drivers always run here) orders those commits; Delta
-then retries the later one at the next version, as it does for two queries in one driver.
+`quarantine`. Delta's log store for local files makes a commit by checking that the next
+log file is absent and then renaming a temporary file onto it; the rename overwrites, and
+the check is ordered only among the threads of one JVM. Two drivers committing the same
+version at once could each think it won, and one commit would be lost. A lock file on this
+machine (both drivers always run here) orders those commits; Delta then retries the later
+one at the next version, as it does for two queries in one driver. (`etl_commits` is
+written by delta-rs, `driver_writes.py`, whose commits never overwrite: no lock.)
 
 The JVM holds the lock, not Python: the JVM makes the commit, and when a driver's Python
 process is killed, its JVM may finish a commit in flight before it exits. The lock is

@@ -14,8 +14,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+import pyarrow as pa
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
+from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import StructType
 
 # Vacuum policy: files a table no longer references are kept this long (time travel and
@@ -101,6 +103,11 @@ QUARANTINE_TABLE = SystemTable("quarantine", QUARANTINE, ("target_table",))
 ETL_COMMITS_TABLE = SystemTable("etl_commits", ETL_COMMITS)
 SHARED = (QUARANTINE_TABLE, ETL_COMMITS_TABLE)  # written by every query of the app
 HELD_TABLE = SystemTable("etl_held", DECODED_DDL)  # the changelog query's, past its cut
+
+
+def arrow_schema(table: Table) -> pa.Schema:
+    """The table's columns as Arrow types, for the driver's delta-rs writes."""
+    return to_arrow_schema(table.schema, timezone="UTC")
 
 
 def table_path(root: str, table: str) -> str:

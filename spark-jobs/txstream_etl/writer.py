@@ -2,7 +2,8 @@
 
 Kafka's read_committed end offsets fall between transactions, so a micro-batch holds whole
 atomic batches (and whole group commits of the changelog). Each table gets one Delta commit
-per micro-batch, an append or a MERGE, so a batch lands in a table whole or not at all.
+per micro-batch, an append or a MERGE (the small ones by delta-rs: `driver_writes.py`), so a
+batch lands in a table whole or not at all.
 
 Every commit names its micro-batch in Delta's `userMetadata` (query and micro-batch id).
 Spark writes its offsets before running a batch and its commit after, so a job killed in
@@ -27,12 +28,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 from delta.tables import DeltaTable
 from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from txstream import failpoints
 from txstream_etl.cut import MARKS, PREPARED, SPAN, Marker, consistent_cut
+from txstream_etl.driver_writes import append_rows, merge_changes
 from txstream_etl.metrics import FRESHNESS, QUARANTINED, ROWS
 from txstream_etl.pools import join_pool, pool_threads
 from txstream_etl.shared import shared_commit
@@ -43,6 +46,7 @@ from txstream_etl.tables import (
     SHARED,
     FactTable,
     MirrorTable,
+    arrow_schema,
     table_path,
 )
 
@@ -57,7 +61,7 @@ class AfterBatch:
     """A table written after the query's own, from them (a snapshot): its rows per batch."""
 
     table: str
-    rows: Callable[[SparkSession, int], DataFrame]
+    rows: Callable[[int], pa.Table]
 
 
 def batch_mark(app: str, query: str, epoch: int) -> str:
@@ -241,7 +245,7 @@ class MicroBatchWriter:
                 ))  # fmt: skip
             else:
                 commits.append(functools.partial(
-                    self._merge, spark, _mirror_rows(rows, table, epoch), table, epoch
+                    self._merge, _mirror_rows(rows, table, epoch), table, epoch
                 ))  # fmt: skip
         if any(c["reason"] is not None for c in counts):
             bad = _quarantine_rows(df.where(F.col("reason").isNotNull()), epoch)
@@ -253,11 +257,11 @@ class MicroBatchWriter:
                 future.result()
         if held is not None:
             self._hold(held, epoch)
-        if self.after is not None and landed and not self._holds(self.after.table, epoch):
-            self._append(self.after.rows(spark, epoch), self.after.table, epoch)
+        if self.after is not None and landed:
+            self._append_small(self.after.rows(epoch), self.after.table, epoch)
         done = time.time()
-        row = _commit_row(spark, self.query, counts, epoch, done, self.versions)
-        self._append(row, ETL_COMMITS_TABLE.name, epoch)
+        row = _commit_row(self.query, counts, epoch, done, self.versions)
+        self._append_small(row, ETL_COMMITS_TABLE.name, epoch)
         self._observe(counts, done)
         log.info(
             "%s micro-batch %d: %s in %.1fs",
@@ -282,44 +286,28 @@ class MicroBatchWriter:
                 rows.write.format("delta")
                 .mode("append")
                 .option("userMetadata", batch_mark(self.app, self.query, epoch))
-                # etl_commits gained `versions`; a warehouse made before lacks the column.
-                .option("mergeSchema", str(table == ETL_COMMITS_TABLE.name).lower())
                 .save(path)
             )
         if table in self.versions:
             self.versions[table] = version_now(rows.sparkSession, path)
         failpoints.hit("etl.after_table_commit")
 
-    def _merge(self, spark: SparkSession, rows: DataFrame, table: MirrorTable, epoch: int) -> None:
+    def _append_small(self, rows: pa.Table, table: str, epoch: int) -> None:
+        if self._holds(table, epoch):
+            return
+        mark = batch_mark(self.app, self.query, epoch)
+        version = append_rows(table_path(self.root, table), rows, mark)
+        if table in self.versions:
+            self.versions[table] = version
+        failpoints.hit("etl.after_table_commit")
+
+    def _merge(self, rows: DataFrame, table: MirrorTable, epoch: int) -> None:
         if self._holds(table.name, epoch):
             return
-        target = DeltaTable.forPath(spark, table_path(self.root, table.name)).alias("t")
-        on = " AND ".join(f"t.{k} <=> s.{k}" for k in table.key)
-        data = [f for f in table.schema.fieldNames() if f != "is_current"]
-        values: dict[str, str | Column] = {f: f"s.{f}" for f in data}
-        merge = target.merge(rows.alias("s"), on)
-        if table.dimension:
-            # A deleted row stays, no longer current, with its last known values.
-            last_known: dict[str, str | Column] = {f: f"coalesce(s.{f}, t.{f})" for f in data}
-            merge = (
-                merge.whenMatchedUpdate("s._deleted", {**last_known, "is_current": "false"})
-                .whenMatchedUpdate(set={**values, "is_current": "true"})
-                .whenNotMatchedInsert("s._deleted AND s._known", {**values, "is_current": "false"})
-                .whenNotMatchedInsert("NOT s._deleted", {**values, "is_current": "true"})
-            )
-        else:
-            merge = (
-                merge.whenMatchedDelete("s._deleted")
-                .whenMatchedUpdate(set=values)
-                .whenNotMatchedInsert("NOT s._deleted", values)
-            )
-        # DML takes the commit's metadata from the session conf. Each query has its own
-        # session, and every table of one micro-batch has the same mark, so concurrent
-        # merges of one batch set the same value.
         mark = batch_mark(self.app, self.query, epoch)
-        spark.conf.set("spark.databricks.delta.commitInfo.userMetadata", mark)
-        merge.execute()
-        self.versions[table.name] = version_now(spark, table_path(self.root, table.name))
+        path = table_path(self.root, table.name)
+        changes = rows.toArrow()
+        self.versions[table.name] = merge_changes(path, changes, table.key, table.dimension, mark)
         failpoints.hit("etl.after_table_commit")
 
     def _observe(self, counts: list[Row], done: float) -> None:
@@ -427,24 +415,19 @@ def _quarantine_rows(rows: DataFrame, epoch: int) -> DataFrame:
 
 
 def _commit_row(
-    spark: SparkSession,
-    query: str,
-    counts: list[Row],
-    epoch: int,
-    done: float,
-    versions: Mapping[str, int],
-) -> DataFrame:
+    query: str, counts: list[Row], epoch: int, done: float, versions: Mapping[str, int]
+) -> pa.Table:
     landed = sum(int(c["count"]) for c in counts if c["reason"] is None)
     bad = sum(int(c["count"]) for c in counts if c["reason"] is not None)
     stamps = [int(c["kafka_ts_ms"]) for c in counts]
-    row = (
-        query,
-        epoch,
-        datetime.fromtimestamp(done, UTC),
-        landed,
-        bad,
-        datetime.fromtimestamp(min(stamps) / 1000, UTC),
-        datetime.fromtimestamp(max(stamps) / 1000, UTC),
-        dict(versions),
-    )
-    return spark.createDataFrame([row], ETL_COMMITS_TABLE.schema)
+    row = {
+        "query": query,
+        "etl_batch": epoch,
+        "committed_at": datetime.fromtimestamp(done, UTC),
+        "rows": landed,
+        "quarantined": bad,
+        "first_kafka_ts": datetime.fromtimestamp(min(stamps) / 1000, UTC),
+        "last_kafka_ts": datetime.fromtimestamp(max(stamps) / 1000, UTC),
+        "versions": dict(versions),
+    }
+    return pa.Table.from_pylist([row], arrow_schema(ETL_COMMITS_TABLE))
