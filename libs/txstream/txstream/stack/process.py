@@ -109,7 +109,9 @@ def child_running(pid: int) -> bool | None:
         done, _ = os.waitpid(pid, os.WNOHANG)
     except ChildProcessError:
         return None
-    return done == 0
+    # A killed child with threads shows as a zombie before the kernel lets it be reaped (its
+    # other threads are still exiting): waitpid says "not yet", but it no longer runs.
+    return done == 0 and is_alive(pid)
 
 
 def wait_exit(pid: int, timeout_s: float) -> bool:
