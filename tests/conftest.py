@@ -34,13 +34,7 @@ def free_port() -> int:
     rng = random.Random()
     for _ in range(200):
         port = rng.randrange(20_000, min(low, 32_768))
-        if port in _HANDED_OUT:
-            continue
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
+        if port not in _HANDED_OUT and _bindable(port):
             _HANDED_OUT.add(port)
             return port
     raise RuntimeError("no free port found below the ephemeral range")

@@ -171,13 +171,13 @@ def _value(queries: QueryBuilder, value: SnapshotValue) -> Any:
         records = pa.table(queries.execute(value.sql).read_all()).to_pylist()
     except Exception as e:  # delta-rs raises DataFusion's errors as plain exceptions
         raise SnapshotError(f"the snapshot's value {value.name!r} failed: {e}") from e
-    rows = [list(r.values()) for r in records]
+    rows = [tuple(r.values()) for r in records]  # as "rows": an Arrow struct, a JSON array
     if value.shape == "scalar":
         return rows[0][0] if rows else None
     if value.shape == "map":
         return {r[0]: r[1] for r in rows}
     if value.shape == "rows":
-        return [tuple(r) for r in rows]  # an Arrow struct's values, a JSON array
+        return rows
     return records
 
 
