@@ -67,12 +67,11 @@ demo: setup
 # The warehouse ETL in local mode: the newest demo app's committed topics into Delta tables
 # under .txstream/warehouse, then the maintenance job. ETL_APP=<app> loads another app, and
 # ETL_CONFIG=<file> names its warehouse (what to load, and into what).
-# Short-lived drivers: the JIT's first tier only, which halves Spark's warm-up.
 ETL_APP ?= latest
 ETL_CONFIG ?= apps/leaderboard/warehouse.toml
 etl: up
-	SPARK_SUBMIT_OPTS=-XX:TieredStopAtLevel=1 $(BIN)/txstream etl run --app $(ETL_APP) --config $(ETL_CONFIG) --once
-	SPARK_SUBMIT_OPTS=-XX:TieredStopAtLevel=1 $(BIN)/txstream etl maintain --app $(ETL_APP) --config $(ETL_CONFIG)
+	$(BIN)/txstream etl run --app $(ETL_APP) --config $(ETL_CONFIG) --once
+	$(BIN)/txstream etl maintain --app $(ETL_APP) --config $(ETL_CONFIG)
 
 # lint-imports keeps the layers and refuses import circles (contracts in .importlinter).
 lint: venv

@@ -19,7 +19,12 @@ from rich.table import Table
 
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
-from txstream_etl.config import WarehouseConfig, WarehouseConfigError, load_config
+from txstream_etl.config import (
+    DRIVER_ROWS,
+    WarehouseConfig,
+    WarehouseConfigError,
+    load_config,
+)
 
 app = typer.Typer(help="Warehouse ETL: committed topics into Delta tables with Spark.")
 console = Console(stderr=True)
@@ -72,6 +77,10 @@ def run(
         "mirrors lag more, and under a load that keeps the CPU busy, without bound)",
     ),
     mirrors_nice: int = typer.Option(19, min=0, max=19, help="the second driver's niceness"),
+    driver_rows: int = typer.Option(
+        DRIVER_ROWS, min=0, help="a fact table's micro-batch up to this many rows is appended by "
+        "the driver (delta-rs, milliseconds), a larger one by Spark's executors; 0: always Spark",
+    ),
     second_of: int = typer.Option(0, hidden=True, help="run as the mirrors' driver of this pid"),
 ) -> None:  # fmt: skip
     """Stream the app's committed topics into Delta tables, exactly once."""
@@ -101,7 +110,7 @@ def run(
         port = serve_metrics(settings, "etl", metrics_host, metrics_port)
         console.print(f"metrics on {metrics_host}:{port}/metrics")
     mirrors: MirrorsAt = "only" if second_of else "elsewhere" if split else "here"
-    options = RunOptions(once, trigger_s, max_batches_per_trigger or None, mirrors)
+    options = RunOptions(once, trigger_s, max_batches_per_trigger or None, mirrors, driver_rows)
     second = None
     if split:  # the same command, for the mirrors alone; its metrics on a port of its own
         second = SecondDriver([

@@ -1,13 +1,14 @@
-"""Small Delta commits the driver makes itself, with delta-rs: a mirror's changes, one row.
+"""Small Delta commits the driver makes itself, with delta-rs: a mirror's changes, a few rows.
 
 Spark's fixed cost per commit (planning, code generation, task set-up, its Delta commit) is
 seconds on two cores, whatever the size: a mirror's MERGE was ~20 Spark jobs and 2.1-2.4 s, a
 one-row append ~0.5-1 s, and they kept the driver's JVM busy while the facts' micro-batches
-waited for CPU. What is small by construction is written here in milliseconds instead: a
-mirror's micro-batch (one change per key it touched, computed by Spark), the `etl_commits`
-row and the snapshot row. Each is one Delta commit carrying the micro-batch's mark in
-`userMetadata`, which Spark, delta-rs and `epochs.py` read alike (`docs/benchmarks.md`,
-"Small commits by delta-rs"). Data-sized writes (facts, quarantine, `etl_held`) stay Spark's.
+waited for CPU. What is small is written here in milliseconds instead: a mirror's micro-batch
+(one change per key it touched, computed by Spark), a fact table's micro-batch of a live
+stream (up to `writer.DRIVER_ROWS`), the `etl_commits` row and the snapshot row. Each is one
+Delta commit carrying the micro-batch's mark in `userMetadata`, which Spark, delta-rs and
+`epochs.py` read alike (`docs/benchmarks.md`, "Small commits by delta-rs"). A backfill's
+large fact micro-batches, the quarantine and `etl_held` stay Spark's.
 
 delta-rs commits by creating the next log file only if it does not exist, so its writers
 never overwrite each other's commits: the queries' appends to `etl_commits`, from one driver

@@ -26,7 +26,7 @@ from txstream.kafka.published_schemas import published
 from txstream.kafka.topics import AppTopics
 from txstream.schemas.codec import WRITER_HEADER
 from txstream.state.keys import encode_key
-from txstream_etl.config import WarehouseConfig
+from txstream_etl.config import DRIVER_ROWS, WarehouseConfig
 from txstream_etl.cut import PREPARED
 from txstream_etl.decode import decode_arrow
 from txstream_etl.evolution import add_columns, additions, existing_schemas, stream_writers
@@ -47,6 +47,7 @@ class RunOptions:
     trigger_s: float = 1.0
     max_batches_per_trigger: int | None = None  # atomic batches (Kafka records) per trigger
     mirrors: MirrorsAt = "here"
+    driver_rows: int = DRIVER_ROWS  # the largest fact micro-batch the driver appends itself
 
     def runs(self, query: Query) -> bool:
         if self.mirrors == "here":
@@ -193,7 +194,14 @@ def run(
     for query in filter(options.runs, warehouse.queries()):
         after = warehouse.after_batch() if query.snapshots else None
         writer = MicroBatchWriter(
-            root, app, query.name, query.tables, lock, after, query.consistent
+            root,
+            app,
+            query.name,
+            query.tables,
+            lock,
+            after,
+            query.consistent,
+            options.driver_rows,
         )
         batch_writers.append(writer)
         queries.append(start_query(spark, settings, app, query, writer, options))

@@ -53,6 +53,10 @@ def spark_session(settings: Settings, name: str, ui: bool = False) -> SparkSessi
         .config("spark.scheduler.mode", "FAIR")  # a pool per query: pools.py
         .config("spark.scheduler.allocation.file", str(allocation_file(settings.home)))
     )
+    if settings.spark_jvm_options:
+        # pyspark starts the driver's JVM with the builder's conf, so this reaches it too.
+        builder = builder.config("spark.driver.extraJavaOptions", settings.spark_jvm_options)
+        builder = builder.config("spark.executor.extraJavaOptions", settings.spark_jvm_options)
     master = settings.spark_master
     if master.startswith("local") or urlsplit(master).hostname in ("127.0.0.1", "localhost"):
         # This machine's cluster (the native stack's) or none: executors reach the driver here.

@@ -34,6 +34,7 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from txstream import failpoints
+from txstream_etl.config import DRIVER_ROWS
 from txstream_etl.cut import MARKS, PREPARED, SPAN, Marker, consistent_cut
 from txstream_etl.driver_writes import append_rows, merge_changes
 from txstream_etl.metrics import FRESHNESS, QUARANTINED, ROWS
@@ -114,10 +115,13 @@ class MicroBatchWriter:
         lock: Path,
         after: AfterBatch | None = None,
         consistent: bool = False,
+        driver_rows: int = DRIVER_ROWS,
     ) -> None:
         """`lock`: the app's lock file for commits to the shared tables (`shared.py`).
         `consistent`: the query reads a changelog, and ends each micro-batch at a
-        consistent cut (`cut.py`), keeping what lies past it in `etl_held`."""
+        consistent cut (`cut.py`), keeping what lies past it in `etl_held`.
+        `driver_rows`: the largest fact micro-batch the driver appends itself."""
+        self.driver_rows = driver_rows
         self.root = root
         self.lock = lock
         self.consistent = consistent
@@ -236,12 +240,13 @@ class MicroBatchWriter:
         started = time.monotonic()
         landed = {c["table"] for c in counts if c["reason"] is None}
         commits: list[Callable[[], None]] = []
+        sizes = _per_table(counts)
         for name in sorted(landed & self.tables.keys()):
             rows = df.where((F.col("table") == name) & F.col("reason").isNull())
             table = self.tables[name]
             if isinstance(table, FactTable):
                 commits.append(functools.partial(
-                    self._append, _fact_rows(rows, table, epoch), table.name, epoch
+                    self._append_fact, _fact_rows(rows, table, epoch), name, epoch, sizes[name]
                 ))  # fmt: skip
             else:
                 commits.append(functools.partial(
@@ -291,6 +296,12 @@ class MicroBatchWriter:
         if table in self.versions:
             self.versions[table] = version_now(rows.sparkSession, path)
         failpoints.hit("etl.after_table_commit")
+
+    def _append_fact(self, rows: DataFrame, table: str, epoch: int, size: int) -> None:
+        if size > self.driver_rows:
+            self._append(rows, table, epoch)
+        elif not self._holds(table, epoch):
+            self._append_small(rows.toArrow(), table, epoch)
 
     def _append_small(self, rows: pa.Table, table: str, epoch: int) -> None:
         if self._holds(table, epoch):

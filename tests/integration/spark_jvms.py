@@ -8,11 +8,6 @@ import signal
 import time
 from pathlib import Path
 
-# An ETL driver's JVM in the tests: the JIT's first tier only, which halves Spark's warm-up,
-# with the code cache the full JIT would have (240 MiB; 48 MiB by default for the first
-# tier alone, which a streaming driver filled in ~43 s and once died of).
-SHORT_JIT = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
-
 # How `etl run --split-drivers` exits when its mirrors' driver (`txstream_etl/drivers.py`)
 # was SIGKILLed: it stops its own queries and exits as a shell reports a death by that signal.
 KILLED_BY_ITS_MIRRORS = 128 + signal.SIGKILL
@@ -34,6 +29,14 @@ def spark_jvms(app: str) -> list[int]:
     """Pids of the Spark JVMs of this app's ETL: pyspark passes the session's conf, with its
     `spark.app.name`, on the JVM's command line."""
     return _pids_with(f"spark.app.name=txstream-etl-{app}".encode())
+
+
+def command_line(pid: int) -> list[str]:
+    """A process's arguments (empty once it has exited)."""
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
 
 
 def gone(app: str, timeout_s: float) -> bool:

@@ -40,7 +40,7 @@ from tests.faults.killer import kill_leftovers
 from tests.faults.scale import LONG
 from tests.integration.bank_cluster import BankCluster
 from tests.integration.openings import send_broadcast, send_openings
-from tests.integration.spark_jvms import SHORT_JIT, gone
+from tests.integration.spark_jvms import gone
 from tests.service_process import ServiceProcess
 from tests.simulation.spanning import random_transfers
 from tests.simulation.test_spanning import serial_transfers
@@ -93,8 +93,7 @@ class Warehouse:
         self.root = tmp_path / "wh" / name
         self.env = {**os.environ, "TXSTREAM_HOME": str(settings.home),
                     "TXSTREAM_KAFKA_BOOTSTRAP": settings.bootstrap_servers,
-                    "TXSTREAM_WAREHOUSE_URI": str(tmp_path / "wh"),
-                    "SPARK_SUBMIT_OPTS": SHORT_JIT}  # fmt: skip
+                    "TXSTREAM_WAREHOUSE_URI": str(tmp_path / "wh")}  # fmt: skip
         self.app = ["--app", name]
         described = self._run(["describe", "--app", dataflow, "--params", params,
                                "--format", "warehouse"], 60)  # fmt: skip

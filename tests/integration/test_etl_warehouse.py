@@ -42,7 +42,7 @@ from tests.conftest import KafkaEnv, free_port
 from tests.faults.scale import LONG, scaled
 from tests.integration.leaderboard_driver import drive, load_inputs, new_app
 from tests.integration.panels import panel_exprs, panels_without_data, wait_until_serving
-from tests.integration.spark_jvms import SHORT_JIT, gone, spark_jvms
+from tests.integration.spark_jvms import command_line, gone, spark_jvms
 from tests.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
@@ -113,6 +113,7 @@ class EtlRun:
     metrics: str = ""
     logs: list[Path] = field(default_factory=list)
     running: ServiceProcess | None = None  # the run that caught up
+    jvm_args: list[list[str]] = field(default_factory=list)  # the Spark JVMs' command lines
 
 
 def rows(root: Path, table: str) -> list[dict[str, Any]]:
@@ -172,23 +173,20 @@ def engine(kafka: KafkaEnv, tmp_path_factory: pytest.TempPathFactory) -> EngineR
 
 
 def etl_process(
-    engine: EngineRun, run: EtlRun, n: int, **env: str
+    engine: EngineRun, run: EtlRun, n: int, *options: str, **env: str
 ) -> tuple[ServiceProcess, list[str]]:
     log = run.warehouse.parent / f"etl-{n}.log"
     run.logs.append(log)
     args = ["etl", "run", "--app", engine.app, "--config", str(WAREHOUSE_CONFIG),
             "--raw-topic", engine.raw_topic,
             "--trigger-s", "0.5", "--max-batches-per-trigger", str(BATCHES_PER_TRIGGER),
-            "--metrics-port", str(free_port())]  # fmt: skip
+            "--metrics-port", str(free_port()), *options]  # fmt: skip
     return ServiceProcess(run.settings, args, log, {**spark_env(run), **env}), args
 
 
 def spark_env(run: EtlRun) -> dict[str, str]:
-    """An `etl` command's environment: the run's warehouse, and the tests' JIT settings."""
-    return {
-        "TXSTREAM_WAREHOUSE_URI": str(run.warehouse),
-        "SPARK_SUBMIT_OPTS": SHORT_JIT,
-    }
+    """An `etl` command's environment: the run's warehouse."""
+    return {"TXSTREAM_WAREHOUSE_URI": str(run.warehouse)}
 
 
 def done(root: Path, engine: EngineRun) -> bool:
@@ -236,14 +234,16 @@ def etl(
 
         # The killed run may have recorded a streams micro-batch before its third commit.
         before = streams_batches()
-        proc, _ = etl_process(engine, run, 1)
+        # Its fact micro-batches written by Spark's executors, the next run's by the driver.
+        proc, _ = etl_process(engine, run, 1, "--driver-rows", "0")
         started.append(proc)
 
         def streamed_part() -> bool:
             return streams_batches() > before
 
         poll("a first streams micro-batch", streamed_part, deadline, proc.alive)
-        assert spark_jvms(engine.app), "no Spark JVM found for the running ETL"
+        run.jvm_args = [command_line(pid) for pid in spark_jvms(engine.app)]
+        assert run.jvm_args, "no Spark JVM found for the running ETL"
         proc.kill()  # SIGKILL, by pid
         run.killed_at_rows.append(len(rows_or_empty(root, "votes")))
         assert gone(engine.app, 60), "Spark outlived its SIGKILLed driver"
@@ -279,6 +279,24 @@ def test_killed_mid_stream_then_caught_up(etl: EtlRun, engine: EngineRun) -> Non
     root = etl.warehouse / engine.app
     commits = [(c["query"], c["etl_batch"]) for c in rows(root, "etl_commits")]
     assert len(commits) == len(set(commits)), "a micro-batch was recorded twice"
+
+
+def test_the_spark_jvm_runs_with_the_settings_jvm_options(etl: EtlRun) -> None:
+    """The first JIT tier with a full code cache, passed by the session's own conf (no
+    SPARK_SUBMIT_OPTS here): without it a streaming driver's compilations take two cores."""
+    options = Settings().spark_jvm_options.split()
+    assert options
+    for args in etl.jvm_args:
+        assert all(o in args for o in options), args
+
+
+def test_votes_were_appended_by_spark_and_by_the_driver(etl: EtlRun, engine: EngineRun) -> None:
+    """The run with --driver-rows 0 appended by Spark, the default run by delta-rs, to one
+    table: the next test finds every vote in it once."""
+    history = DeltaTable(str(etl.warehouse / engine.app / "votes")).history()
+    marked = [c["engineInfo"] for c in history if c.get("userMetadata")]
+    engines = {info.split("/")[0].split(":")[0] for info in marked}
+    assert engines == {"Apache-Spark", "delta-rs"}
 
 
 def test_votes_fact_holds_every_accepted_vote_once(etl: EtlRun, engine: EngineRun) -> None:

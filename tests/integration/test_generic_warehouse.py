@@ -28,7 +28,7 @@ from orders.sales_run import SalesRun, sales_events
 from tests.conftest import KafkaEnv, free_port
 from tests.faults.killer import kill_leftovers
 from tests.faults.scale import LONG
-from tests.integration.spark_jvms import KILLED_BY_ITS_MIRRORS, SHORT_JIT, gone, mirrors_driver
+from tests.integration.spark_jvms import KILLED_BY_ITS_MIRRORS, gone, mirrors_driver
 from txstream.config import Settings, project_root
 from txstream.kafka.routing import partition_of
 from txstream.model.declarations import Record
@@ -80,8 +80,7 @@ def sales(kafka: KafkaEnv, tmp_path: Path) -> Loaded:
         kill_leftovers(settings.home)
     env = {**os.environ, "TXSTREAM_HOME": str(settings.home),
            "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap,
-           "TXSTREAM_WAREHOUSE_URI": str(tmp_path / "wh"),
-           "SPARK_SUBMIT_OPTS": SHORT_JIT}  # fmt: skip
+           "TXSTREAM_WAREHOUSE_URI": str(tmp_path / "wh")}  # fmt: skip
     described = subprocess.run(
         [TXSTREAM, "describe", "--app", "orders.sales:from_params", "--format", "warehouse"],
         env=env, capture_output=True, text=True, timeout=60, check=True,

@@ -25,7 +25,6 @@ from leaderboard.votegen import write_votes_file
 from tests.conftest import free_port
 from tests.faults.scale import LONG
 from tests.integration.leaderboard_driver import drive, load_inputs, new_app
-from tests.integration.spark_jvms import SHORT_JIT
 from tests.integration.test_etl_warehouse import rows as delta_rows
 from tests.integration.test_quickstart import quickstart_script, run_shell
 from txstream.config import Settings
@@ -191,8 +190,7 @@ def test_the_warehouse_etl_reads_a_secured_cluster_as_a_client(
     done = subprocess.run(
         [TXSTREAM, "etl", "run", "--app", app.name, "--config", str(WAREHOUSE_CONFIG), "--once",
          "--no-metrics"],
-        env=env_of(secured, TXSTREAM_WAREHOUSE_URI=str(warehouse),
-                   SPARK_SUBMIT_OPTS=SHORT_JIT),
+        env=env_of(secured, TXSTREAM_WAREHOUSE_URI=str(warehouse)),
         capture_output=True, text=True, timeout=400,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -265,3 +265,11 @@ def test_the_spark_cluster_is_the_native_stacks_and_opt_in() -> None:
         assert command[command.index("--memory") + 1] == Settings().spark_worker_memory
         assert mounts(worker)["/warehouse"] == mounts(svcs["spark"])["/warehouse"], name
     assert svcs["spark"]["environment"]["TXSTREAM_SPARK_MASTER"] == Settings().spark_master
+
+
+def test_the_etl_driver_runs_with_the_settings_jvm_options() -> None:
+    """spark-submit starts the driver's JVM before the job reads its settings, so the
+    compose command passes them itself: the same as the native stack's default."""
+    command = services()["spark"]["command"]
+    options = command[command.index("--driver-java-options") + 1]
+    assert options == Settings().spark_jvm_options
