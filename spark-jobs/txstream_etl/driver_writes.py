@@ -5,7 +5,7 @@ seconds on two cores, whatever the size: a mirror's MERGE was ~20 Spark jobs and
 one-row append ~0.5-1 s, and they kept the driver's JVM busy while the facts' micro-batches
 waited for CPU. What is small is written here in milliseconds instead: a mirror's micro-batch
 (one change per key it touched, computed by Spark), a fact table's micro-batch of a live
-stream (up to `writer.DRIVER_ROWS`), the `etl_commits` row and the snapshot row. Each is one
+stream (up to `config.DRIVER_ROWS`), the `etl_commits` row and the snapshot row. Each is one
 Delta commit carrying the micro-batch's mark in `userMetadata`, which Spark, delta-rs and
 `epochs.py` read alike (`docs/benchmarks.md`, "Small commits by delta-rs"). A backfill's
 large fact micro-batches, the quarantine and `etl_held` stay Spark's.

@@ -194,15 +194,9 @@ def run(
     for query in filter(options.runs, warehouse.queries()):
         after = warehouse.after_batch() if query.snapshots else None
         writer = MicroBatchWriter(
-            root,
-            app,
-            query.name,
-            query.tables,
-            lock,
-            after,
-            query.consistent,
-            options.driver_rows,
-        )
+            root, app, query.name, query.tables, lock, after, query.consistent,
+            driver_rows=options.driver_rows,
+        )  # fmt: skip
         batch_writers.append(writer)
         queries.append(start_query(spark, settings, app, query, writer, options))
     if on_start is not None:

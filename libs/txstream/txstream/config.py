@@ -112,7 +112,7 @@ class Settings(BaseSettings):
     spark_jars: Path = project_root() / "build" / "spark" / "jars"
     # The ETL's JVMs, driver and executors: the JIT's first tier only. A streaming ETL is
     # many short jobs, and the second tier's compilations took most of two cores for minutes
-    # (freshness p99 8.7-13.9 s against 5.6-6.2 s, docs/benchmarks.md); the first tier alone
+    # (freshness p99 11.4-12.5 s against 4.4-6.2 s, docs/benchmarks.md); the first tier alone
     # needs the code cache the full JIT would have, or a driver fills it in ~43 s. "" keeps
     # the JVM's defaults (e.g. a long backfill on big executors). Under `spark-submit` the
     # driver's JVM is already running: pass these as its `--driver-java-options`.
