@@ -53,7 +53,7 @@ def damage_store(store: Path, damage: str, rng: random.Random) -> str:
 @pytest.mark.parametrize(
     ("mode", "damage"),
     cases(
-        [(RecoveryMode.CHANGELOG, "deleted"), (RecoveryMode.WEAK, "corrupted")],
+        [(RecoveryMode.WEAK, "corrupted")],
         [(m, d) for m in RecoveryMode for d in ("deleted", "corrupted")],
     ),
     ids=lambda v: str(v),

@@ -150,6 +150,7 @@ def security_script() -> str:
     return blocks.replace("txstream stack up\n", "")
 
 
+@pytest.mark.skipif(not LONG, reason="a secured stack, as the README runs it (~25 s): make faults")
 def test_the_readme_security_section_runs_as_written(secured: Settings, tmp_path: Path) -> None:
     """The Quickstart's app (its first blocks: files and `describe`, no Kafka), then the
     section's commands against the secured broker, which stands in for `stack up`."""

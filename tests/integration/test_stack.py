@@ -44,14 +44,20 @@ def processes_of(home: str) -> list[int]:
 
 
 def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> None:
-    """With a Spark standalone cluster of two workers too."""
+    """In `make faults`, with a Spark standalone cluster of two workers too (~20 s more).
+
+    The stored cluster id starts with '-', as a random base64url id does about once in 32
+    starts: the broker's storage format must take it as an id, not an option."""
+    workers = 2 if LONG else 0
     stack_env = stack_env | {
-        "TXSTREAM_SPARK_WORKERS": "2",
+        "TXSTREAM_SPARK_WORKERS": str(workers),
         "TXSTREAM_SPARK_MASTER_PORT": str(free_port()),
         "TXSTREAM_SPARK_UI_PORT": str(free_port()),
     }
     home = stack_env["TXSTREAM_HOME"]
     pidfile = Path(home) / "run" / "kafka.pid"
+    (Path(home) / "kafka").mkdir(parents=True)
+    (Path(home) / "kafka" / "cluster.id").write_text("-AbCdEfGhIjKlMnOpQrStU")
     try:
         up = run(["make", "--no-print-directory", "up"], stack_env)
         assert up.returncode == 0, up.stdout + up.stderr
@@ -61,10 +67,11 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
         assert is_alive(prometheus)
         registry = int((Path(home) / "run" / "registry.pid").read_text())
         assert is_alive(registry)
-        spark = [int((Path(home) / "run" / f"{name}.pid").read_text())
-                 for name in ("spark-master", "spark-worker-1", "spark-worker-2")]  # fmt: skip
+        names = ["spark-master", "spark-worker-1", "spark-worker-2"] if workers else []
+        spark = [int((Path(home) / "run" / f"{name}.pid").read_text()) for name in names]
         assert all(is_alive(p) for p in spark)
-        assert f"spark://127.0.0.1:{stack_env['TXSTREAM_SPARK_MASTER_PORT']}" in up.stdout
+        master = f"spark://127.0.0.1:{stack_env['TXSTREAM_SPARK_MASTER_PORT']}"
+        assert (master in up.stdout) == bool(workers), up.stdout
 
         status = run(["make", "--no-print-directory", "status"], stack_env)
         assert status.returncode == 0, status.stdout
@@ -73,9 +80,9 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
         port = stack_env["TXSTREAM_PROMETHEUS_PORT"]
         assert f"http://127.0.0.1:{port} (answering)" in status.stdout
         assert f"{stack_env['TXSTREAM_SCHEMA_REGISTRY_URL']} (answering)" in status.stdout
-        for name in ("spark-master", "spark-worker-1", "spark-worker-2"):
+        for name in names:
             assert name in status.stdout
-        assert status.stdout.count("(answering)") >= 6, status.stdout
+        assert status.stdout.count("(answering)") >= 3 + len(names), status.stdout
 
         down = run(["make", "--no-print-directory", "down"], stack_env)
         assert down.returncode == 0, down.stdout + down.stderr
@@ -125,19 +132,4 @@ def test_up_twice_is_a_noop_and_sigkill_is_reported_then_restarted(
         assert processes_of(home) == []
     finally:
         for pid in processes_of(home):
-            os.kill(pid, signal.SIGKILL)
-
-
-def test_cluster_id_starting_with_a_dash_formats(stack_env: dict[str, str]) -> None:
-    """Random base64url ids start with '-' about once in 32 starts; the format must take them."""
-    txstream = str(ROOT / ".venv" / "bin" / "txstream")
-    home = Path(stack_env["TXSTREAM_HOME"])
-    (home / "kafka").mkdir(parents=True)
-    (home / "kafka" / "cluster.id").write_text("-AbCdEfGhIjKlMnOpQrStU")
-    try:
-        up = run([txstream, "stack", "up"], stack_env)
-        assert up.returncode == 0, up.stdout + up.stderr
-        assert run([txstream, "stack", "down"], stack_env).returncode == 0
-    finally:
-        for pid in processes_of(str(home)):
             os.kill(pid, signal.SIGKILL)
