@@ -5,8 +5,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from deltalake import DeltaTable, write_deltalake
 
+from txstream_etl import driver_writes
 from txstream_etl.driver_writes import append_rows, merge_changes
 
 SCHEMA = pa.schema([("counter", pa.string()), ("value", pa.int64()), ("etl_batch", pa.int64())])
@@ -100,3 +102,35 @@ def test_an_append_adds_a_column_the_table_lacks(tmp_path: Path) -> None:
         {"query": "streams", "etl_batch": 0, "versions": None},
         {"query": "streams", "etl_batch": 1, "versions": [("votes", 3)]},
     ]
+
+
+def test_a_merge_that_meets_a_concurrent_compaction_is_merged_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`etl maintain` compacts the tables a running ETL writes. A compaction that commits
+    between the merge's read of the table and its own commit fails the merge (delta-rs:
+    "a concurrent transaction added new data"); the merge is then made again on the new
+    version, once, instead of failing the micro-batch and stopping the query."""
+    path = tmp_path / "stats"
+    for n in range(3):
+        row = pa.table({"counter": [f"k{n}"], "value": [n], "etl_batch": [0]}, SCHEMA)
+        write_deltalake(str(path), row, mode="append")
+    opened: list[int] = []
+
+    def compacted_after_opening(uri: str) -> DeltaTable:
+        table = DeltaTable(uri)
+        if not opened:  # the first attempt's snapshot goes stale under it
+            DeltaTable(uri).optimize.compact()
+        opened.append(table.version())
+        return table
+
+    monkeypatch.setattr(driver_writes, "DeltaTable", compacted_after_opening)
+    mark = "txstream-etl:app:changelog:1"
+    version = merge_changes(
+        str(path), changes([("k0", 9, False, True), ("k1", None, True, False)], 1),
+        ["counter"], False, mark,
+    )  # fmt: skip
+    assert opened == [2, 3]
+    assert state(path) == {"k0": (9, 1), "k2": (2, 0)}
+    history = DeltaTable(str(path)).history()
+    assert [c["version"] for c in history if c.get("userMetadata") == mark] == [version] == [4]
