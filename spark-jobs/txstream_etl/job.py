@@ -31,6 +31,7 @@ from txstream_etl.cut import PREPARED
 from txstream_etl.decode import decode_arrow
 from txstream_etl.evolution import add_columns, additions, existing_schemas, stream_writers
 from txstream_etl.plan import ChangelogSource, StreamSource
+from txstream_etl.progress import MicroBatchProgress
 from txstream_etl.shared import lock_path
 from txstream_etl.tables import DECODED_DDL, ETL_COMMITS_TABLE
 from txstream_etl.warehouse import MIRRORS_QUERY, Query, Warehouse
@@ -191,6 +192,8 @@ def run(
     add_columns(spark, root, added)
     batch_writers, queries = [], []
     lock = lock_path(settings.run_dir, app)
+    progress = MicroBatchProgress()
+    spark.streams.addListener(progress)
     for query in filter(options.runs, warehouse.queries()):
         after = warehouse.after_batch() if query.snapshots else None
         writer = MicroBatchWriter(
@@ -210,6 +213,7 @@ def run(
     finally:
         for q in queries:
             q.stop()
+        spark.streams.removeListener(progress)
     for q in queries:
         error = q.exception()
         if error is not None:

@@ -260,7 +260,9 @@ def etl(
             # Counted just after the micro-batch's last Delta commit, so poll for it.
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as r:
                 run.metrics = r.read().decode()
-            return 'reason="undecodable",table="votes"' in run.metrics
+            # Spark reports a micro-batch's progress just after our writes: the changelog's too
+            changelog = 'txstream_etl_micro_batch_seconds_count{query="changelog",stage="addBatch"}'
+            return 'reason="undecodable",table="votes"' in run.metrics and changelog in run.metrics
 
         poll("the metrics of the last micro-batch", scraped, deadline, proc.alive)
         yield run
@@ -442,6 +444,12 @@ def test_metrics_count_rows_quarantine_and_freshness(etl: EtlRun) -> None:
     assert metric(text, 'txstream_etl_freshness_seconds_count{table="votes"}') == metric(
         text, 'txstream_etl_rows_total{table="votes"}'
     )
+    # Spark's account of each micro-batch: every one that ran our writes, and idle ones too
+    for query in ("streams", "changelog"):
+        stage = f'txstream_etl_micro_batch_seconds_count{{query="{query}",stage='
+        assert (
+            1 <= metric(text, stage + '"addBatch"}') <= metric(text, stage + '"triggerExecution"}')
+        )
 
 
 def test_the_etl_dashboard_panels_show_data(etl: EtlRun) -> None:
