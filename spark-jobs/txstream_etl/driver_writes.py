@@ -12,52 +12,22 @@ large fact micro-batches, the quarantine and `etl_held` stay Spark's.
 
 delta-rs commits by creating the next log file only if it does not exist, so its writers
 never overwrite each other's commits: the queries' appends to `etl_commits`, from one driver
-or two, need no lock (Spark's local log store does: `shared.py`). A commit that loses to a
-concurrent one it conflicts with (`etl maintain`'s compaction of the same table, between the
-merge's read and its commit) is refused whole, and made again on the newer version.
+or two, need no lock (Spark's local log store does: `shared.py`). A commit that a
+concurrent one refuses (`etl maintain`'s compaction) is made again: `conflicts.py`.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Callable, Sequence
-from typing import TypeVar
+import functools
+from collections.abc import Sequence
 
 import pyarrow as pa
 from deltalake import CommitProperties, DeltaTable, write_deltalake
 from deltalake.exceptions import CommitFailedError
-from tenacity import (
-    RetryCallState,
-    Retrying,
-    retry_if_exception_type,
-    stop_after_attempt,
-    wait_exponential,
-)
 
-log = logging.getLogger("txstream.etl")
+from txstream_etl.conflicts import retried
+
 FLAGS = ("_deleted", "_known")  # the change's own columns, beside the table's
-ATTEMPTS = 5  # a maintenance run commits once per table, so one more attempt usually does
-T = TypeVar("T")
-
-
-def _again(state: RetryCallState) -> None:
-    log.warning(
-        "a concurrent Delta commit refused the driver's commit (attempt %d of %d), made again: %s",
-        state.attempt_number, ATTEMPTS, state.outcome.exception() if state.outcome else "",
-    )  # fmt: skip
-
-
-def _committed(commit: Callable[[], T]) -> T:
-    """The commit, made again on the table's newer version while a concurrent one refuses
-    it; a refused delta-rs commit wrote nothing."""
-    retrying = Retrying(
-        retry=retry_if_exception_type(CommitFailedError),
-        stop=stop_after_attempt(ATTEMPTS),
-        wait=wait_exponential(multiplier=0.05, max=1.0),
-        before_sleep=_again,
-        reraise=True,
-    )
-    return retrying(commit)
 
 
 def _q(name: str) -> str:
@@ -69,7 +39,8 @@ def append_rows(path: str, rows: pa.Table, mark: str) -> int:
     """Append the rows in one commit; return the table's version after it (the commit's own
     for a table only this query writes). A column the table lacks is added (a warehouse made
     before `etl_commits` had `versions`)."""
-    return _committed(lambda: _append_once(path, rows, mark))
+    append = functools.partial(_append_once, path, rows, mark)
+    return retried(append, (CommitFailedError,), f"an append to {path}")
 
 
 def _append_once(path: str, rows: pa.Table, mark: str) -> int:
@@ -93,7 +64,8 @@ def merge_changes(
     dimension keeps a deleted row with is_current = false and its last known values; other
     mirrors drop it. `mark` is the commit's `userMetadata`.
     """
-    return _committed(lambda: _merge_once(path, changes, key, dimension, mark))
+    merge = functools.partial(_merge_once, path, changes, key, dimension, mark)
+    return retried(merge, (CommitFailedError,), f"a merge into {path}")
 
 
 def _merge_once(

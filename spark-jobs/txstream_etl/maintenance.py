@@ -13,10 +13,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from delta.exceptions import (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
+)
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
 from txstream_etl.config import WarehouseConfig, tables
+from txstream_etl.conflicts import retried
 from txstream_etl.tables import (
     ETL_COMMITS_TABLE,
     HELD_TABLE,
@@ -24,6 +33,16 @@ from txstream_etl.tables import (
     ensure_table,
     register_views,
     table_path,
+)
+
+# Delta's refusals of a commit whose files a concurrent commit changed (each its own class)
+CONFLICTS = (
+    ConcurrentAppendException,
+    ConcurrentDeleteDeleteException,
+    ConcurrentDeleteReadException,
+    ConcurrentTransactionException,
+    ConcurrentWriteException,
+    DeltaConcurrentModificationException,
 )
 
 
@@ -50,6 +69,17 @@ def aggregate(spark: SparkSession, root: str, config: WarehouseConfig) -> dict[s
     return rows
 
 
+def compact(delta: DeltaTable, name: str) -> int:
+    """OPTIMIZE the table; return the files it removed. A running ETL's commit that rewrote
+    files being compacted refuses the compaction, which is then made again (`conflicts.py`)."""
+
+    def optimize() -> int:
+        metrics = delta.optimize().executeCompaction().collect()[0]["metrics"]
+        return int(metrics["numFilesRemoved"])
+
+    return retried(optimize, CONFLICTS, f"the compaction of {name}")
+
+
 def maintain(spark: SparkSession, root: str, config: WarehouseConfig) -> MaintenanceReport:
     aggregated = aggregate(spark, root, config)
     compacted: dict[str, int] = {}
@@ -62,8 +92,7 @@ def maintain(spark: SparkSession, root: str, config: WarehouseConfig) -> Mainten
         if not DeltaTable.isDeltaTable(spark, path):
             continue
         delta = DeltaTable.forPath(spark, path)
-        metrics = delta.optimize().executeCompaction().collect()[0]["metrics"]
-        compacted[table.name] = int(metrics["numFilesRemoved"])
+        compacted[table.name] = compact(delta, table.name)
         delta.vacuum()
         vacuumed.append(table.name)
     return MaintenanceReport(compacted, vacuumed, aggregated)
