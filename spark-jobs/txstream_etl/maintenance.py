@@ -13,14 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from delta.exceptions import (
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    DeltaConcurrentModificationException,
-)
+from delta import exceptions as delta_errors
 from delta.tables import DeltaTable
 from pyspark.sql import SparkSession
 
@@ -37,12 +30,12 @@ from txstream_etl.tables import (
 
 # Delta's refusals of a commit whose files a concurrent commit changed (each its own class)
 CONFLICTS = (
-    ConcurrentAppendException,
-    ConcurrentDeleteDeleteException,
-    ConcurrentDeleteReadException,
-    ConcurrentTransactionException,
-    ConcurrentWriteException,
-    DeltaConcurrentModificationException,
+    delta_errors.ConcurrentAppendException,
+    delta_errors.ConcurrentDeleteDeleteException,
+    delta_errors.ConcurrentDeleteReadException,
+    delta_errors.ConcurrentTransactionException,
+    delta_errors.ConcurrentWriteException,
+    delta_errors.DeltaConcurrentModificationException,
 )
 
 

@@ -35,7 +35,7 @@ class Compaction:
 
 
 @pytest.fixture(autouse=True)
-def no_waiting(monkeypatch: pytest.MonkeyPatch) -> None:
+def three_attempts(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(conflicts, "ATTEMPTS", 3)
 
 

@@ -11,14 +11,10 @@ from prometheus_client import REGISTRY
 from txstream_etl.progress import MicroBatchProgress, query_label
 
 
-def count(query: str, stage: str) -> float:
+def sample(kind: str, query: str, stage: str) -> float:
+    """The histogram's `_count` or `_sum` for the query and stage (0 before any)."""
     labels = {"query": query, "stage": stage}
-    return REGISTRY.get_sample_value("txstream_etl_micro_batch_seconds_count", labels) or 0.0
-
-
-def total(query: str, stage: str) -> float:
-    labels = {"query": query, "stage": stage}
-    return REGISTRY.get_sample_value("txstream_etl_micro_batch_seconds_sum", labels) or 0.0
+    return REGISTRY.get_sample_value(f"txstream_etl_micro_batch_seconds_{kind}", labels) or 0.0
 
 
 def test_spark_names_a_query_app_colon_query() -> None:
@@ -31,7 +27,8 @@ def test_each_stage_of_a_progress_is_observed_in_seconds_and_logged(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
     query = "progress-test"
-    before = {s: (count(query, s), total(query, s)) for s in ("addBatch", "triggerExecution")}
+    stages = ("addBatch", "triggerExecution")
+    before = {s: (sample("count", query, s), sample("sum", query, s)) for s in stages}
     progress = SimpleNamespace(
         name=f"app-1:{query}", batchId=41, numInputRows=4490,
         durationMs={"addBatch": 3161, "triggerExecution": 3869},
@@ -39,8 +36,8 @@ def test_each_stage_of_a_progress_is_observed_in_seconds_and_logged(
     with caplog.at_level(logging.INFO, logger="txstream.etl"):
         MicroBatchProgress().onQueryProgress(SimpleNamespace(progress=progress))
     for stage, ms in (("addBatch", 3161), ("triggerExecution", 3869)):
-        assert count(query, stage) == before[stage][0] + 1
-        assert total(query, stage) == pytest.approx(before[stage][1] + ms / 1000)
+        assert sample("count", query, stage) == before[stage][0] + 1
+        assert sample("sum", query, stage) == pytest.approx(before[stage][1] + ms / 1000)
     assert (
         f"{query} micro-batch 41: 4490 rows read; Spark's stages: addBatch 3161 ms, "
         "triggerExecution 3869 ms"
