@@ -198,7 +198,7 @@ def run(
         after = warehouse.after_batch() if query.snapshots else None
         writer = MicroBatchWriter(
             root, app, query.name, query.tables, lock, after, query.consistent,
-            driver_rows=options.driver_rows,
+            driver_rows=options.driver_rows, checkpoint=checkpoint(settings, app, query.name),
         )  # fmt: skip
         batch_writers.append(writer)
         queries.append(start_query(spark, settings, app, query, writer, options))

@@ -22,7 +22,7 @@ import json
 import logging
 import time
 from collections import Counter as Tally
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,10 +34,12 @@ from pyspark.sql import Column, DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 
 from txstream import failpoints
-from txstream_etl.config import DRIVER_ROWS
+from txstream_etl.collected import Count, counts_of, landing, quarantined, typed_facts
+from txstream_etl.config import COLLECT_RECORDS, DRIVER_ROWS
 from txstream_etl.cut import MARKS, PREPARED, SPAN, Marker, consistent_cut
 from txstream_etl.driver_writes import append_rows, merge_changes
 from txstream_etl.metrics import FRESHNESS, QUARANTINED, ROWS
+from txstream_etl.offsets import planned_records
 from txstream_etl.pools import join_pool, pool_threads
 from txstream_etl.shared import shared_commit
 from txstream_etl.tables import (
@@ -116,12 +118,19 @@ class MicroBatchWriter:
         after: AfterBatch | None = None,
         consistent: bool = False,
         driver_rows: int = DRIVER_ROWS,
+        checkpoint: str | None = None,
+        collect_records: int = COLLECT_RECORDS,
     ) -> None:
         """`lock`: the app's lock file for commits to the shared tables (`shared.py`).
         `consistent`: the query reads a changelog, and ends each micro-batch at a
         consistent cut (`cut.py`), keeping what lies past it in `etl_held`.
-        `driver_rows`: the largest fact micro-batch the driver appends itself."""
+        `driver_rows`: the largest fact micro-batch the driver appends itself.
+        `checkpoint`: the query's, whose offset log tells a micro-batch's size before it is
+        read; with it, a facts micro-batch of up to `collect_records` Kafka records (and
+        `driver_rows`) is collected whole into the driver (`collected.py`)."""
         self.driver_rows = driver_rows
+        self.checkpoint = checkpoint
+        self.collect_records = min(collect_records, driver_rows)
         self.root = root
         self.lock = lock
         self.consistent = consistent
@@ -142,16 +151,56 @@ class MicroBatchWriter:
         join_pool(spark, self.query)
         if not self.resumed:
             self._resume(spark, epoch)
+        if self._collects(spark, epoch):
+            self._land_collected(spark, df.toArrow(), epoch)
+            return
         df = df.persist()
         try:
             land, held = self._cut(spark, df) if self.consistent else (df, None)
-            counts = land.groupBy("table", "reason", "kafka_ts_ms").count().collect()
+            tally = land.groupBy("table", "reason", "kafka_ts_ms").count()
+            counts = [r.asDict() for r in tally.collect()]
             if counts:
                 self._write(spark, land, epoch, counts, held)
             elif held is not None:
                 self._hold(held, epoch)
         finally:
             df.unpersist()
+
+    def _collects(self, spark: SparkSession, epoch: int) -> bool:
+        """Whether the micro-batch is facts only, and small enough to collect whole."""
+        if self.consistent or self.checkpoint is None or self.collect_records < 1:
+            return False
+        if not all(isinstance(t, FactTable) for t in self.tables.values()):
+            return False
+        records = planned_records(spark, self.checkpoint, epoch)
+        return records is not None and records <= self.collect_records
+
+    def _land_collected(self, spark: SparkSession, decoded: pa.Table, epoch: int) -> None:
+        started = time.monotonic()
+        counts = counts_of(decoded)
+        commits: list[Callable[[], None]] = []
+        for name in sorted(_landed(counts) & self.tables.keys()):
+            table = self.tables[name]
+            assert isinstance(table, FactTable)  # _collects holds facts only
+            commits.append(functools.partial(
+                self._append_collected, spark, landing(decoded, name), table, epoch
+            ))  # fmt: skip
+        bad = quarantined(decoded)
+        if bad.num_rows:
+            rows = _quarantine_rows(spark.createDataFrame(bad), epoch)
+            commits.append(functools.partial(self._append, rows, QUARANTINE_TABLE.name, epoch))
+        if counts:
+            self._commit(spark, epoch, counts, commits, started, "collected")
+
+    def _append_collected(
+        self, spark: SparkSession, rows: pa.Table, table: FactTable, epoch: int
+    ) -> None:
+        typed = typed_facts(rows, table.schema, epoch)
+        if typed is not None:
+            self._append_small(typed, table.name, epoch)
+        else:
+            typed_by_spark = _fact_rows(spark.createDataFrame(rows), table, epoch)
+            self._append_fact(typed_by_spark, table.name, epoch, rows.num_rows)
 
     def _cut(self, spark: SparkSession, df: DataFrame) -> tuple[DataFrame, DataFrame | None]:
         """The rows to land now, ending at the consistent cut of what was read and what
@@ -234,14 +283,13 @@ class MicroBatchWriter:
         spark: SparkSession,
         df: DataFrame,
         epoch: int,
-        counts: list[Row],
+        counts: list[Count],
         held: DataFrame | None = None,
     ) -> None:
         started = time.monotonic()
-        landed = {c["table"] for c in counts if c["reason"] is None}
         commits: list[Callable[[], None]] = []
         sizes = _per_table(counts)
-        for name in sorted(landed & self.tables.keys()):
+        for name in sorted(_landed(counts) & self.tables.keys()):
             rows = df.where((F.col("table") == name) & F.col("reason").isNull())
             table = self.tables[name]
             if isinstance(table, FactTable):
@@ -255,6 +303,19 @@ class MicroBatchWriter:
         if any(c["reason"] is not None for c in counts):
             bad = _quarantine_rows(df.where(F.col("reason").isNotNull()), epoch)
             commits.append(functools.partial(self._append, bad, QUARANTINE_TABLE.name, epoch))
+        self._commit(spark, epoch, counts, commits, started, "", held)
+
+    def _commit(
+        self,
+        spark: SparkSession,
+        epoch: int,
+        counts: Sequence[Count],
+        commits: list[Callable[[], None]],
+        started: float,
+        how: str,
+        held: DataFrame | None = None,
+    ) -> None:
+        """Make the micro-batch's table commits, then record it in `etl_commits`."""
         # The tables are independent Delta logs: commit them side by side, since each commit
         # is mostly Spark's fixed per-job latency. All must succeed before the batch counts.
         with pool_threads(spark, len(commits) or 1) as pool:
@@ -262,18 +323,19 @@ class MicroBatchWriter:
                 future.result()
         if held is not None:
             self._hold(held, epoch)
-        if self.after is not None and landed:
+        if self.after is not None and _landed(counts):
             self._append_small(self.after.rows(epoch), self.after.table, epoch)
         done = time.time()
         row = _commit_row(self.query, counts, epoch, done, self.versions)
         self._append_small(row, ETL_COMMITS_TABLE.name, epoch)
         self._observe(counts, done)
         log.info(
-            "%s micro-batch %d: %s in %.1fs",
+            "%s micro-batch %d: %s in %.1fs%s",
             self.query,
             epoch,
             ", ".join(f"{t} {n}" for t, n in sorted(_per_table(counts).items())),
             time.monotonic() - started,
+            f", {how}" if how else "",
         )
 
     def _holds(self, table: str, epoch: int) -> bool:
@@ -321,7 +383,7 @@ class MicroBatchWriter:
         self.versions[table.name] = merge_changes(path, changes, table.key, table.dimension, mark)
         failpoints.hit("etl.after_table_commit")
 
-    def _observe(self, counts: list[Row], done: float) -> None:
+    def _observe(self, counts: Sequence[Count], done: float) -> None:
         for c in counts:
             table, reason, n = c["table"], c["reason"], int(c["count"])
             if reason is not None:
@@ -348,7 +410,11 @@ def _marker(partition: int, m: Row) -> Marker:
     return Marker(partition, offset, end)
 
 
-def _per_table(counts: list[Row]) -> dict[str, int]:
+def _landed(counts: Sequence[Count]) -> set[str]:
+    return {c["table"] for c in counts if c["reason"] is None}
+
+
+def _per_table(counts: Sequence[Count]) -> dict[str, int]:
     out: Tally[str] = Tally()
     for c in counts:
         out[c["table"] if c["reason"] is None else f"{c['table']} quarantined"] += int(c["count"])
@@ -426,7 +492,7 @@ def _quarantine_rows(rows: DataFrame, epoch: int) -> DataFrame:
 
 
 def _commit_row(
-    query: str, counts: list[Row], epoch: int, done: float, versions: Mapping[str, int]
+    query: str, counts: Sequence[Count], epoch: int, done: float, versions: Mapping[str, int]
 ) -> pa.Table:
     landed = sum(int(c["count"]) for c in counts if c["reason"] is None)
     bad = sum(int(c["count"]) for c in counts if c["reason"] is not None)
