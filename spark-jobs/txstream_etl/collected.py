@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -71,8 +72,26 @@ def landing(decoded: pa.Table, table: str) -> pa.Table:
     return decoded.filter(pc.and_(pc.equal(decoded["table"], table), pc.is_null(decoded["reason"])))
 
 
-def quarantined(decoded: pa.Table) -> pa.Table:
-    return decoded.filter(pc.is_valid(decoded["reason"]))
+def quarantined(decoded: pa.Table, epoch: int, at: datetime) -> pa.Table:
+    """The rejected rows as the quarantine table's (`writer._quarantine_rows`' columns)."""
+    bad = decoded.filter(pc.is_valid(decoded["reason"]))
+    return pa.table({
+        "target_table": bad["table"],
+        "reason": bad["reason"],
+        "detail": bad["detail"],
+        "payload": bad["payload"],
+        "source_topic": bad["topic"],
+        "source_partition": bad["partition"],
+        "source_offset": bad["offset"],
+        "batch_id": bad["batch_id"],
+        "committed_at": _timestamps(bad["kafka_ts_ms"]),
+        "etl_batch": pa.array([epoch] * bad.num_rows, pa.int64()),
+        "quarantined_at": pa.array([at] * bad.num_rows, pa.timestamp("us", tz="UTC")),
+    })  # fmt: skip
+
+
+def _timestamps(ms: pa.ChunkedArray) -> pa.ChunkedArray:
+    return ms.cast(pa.timestamp("ms", tz="UTC")).cast(pa.timestamp("us", tz="UTC"))
 
 
 def typed_facts(rows: pa.Table, spark_schema: StructType, epoch: int) -> pa.Table | None:
@@ -97,7 +116,7 @@ def typed_facts(rows: pa.Table, spark_schema: StructType, epoch: int) -> pa.Tabl
                 return None
             values[name].append(value)
     schema = to_arrow_schema(spark_schema, timezone="UTC")  # as tables.arrow_schema
-    committed = rows.column("kafka_ts_ms").cast(pa.timestamp("ms", tz="UTC"))
+    committed = _timestamps(rows.column("kafka_ts_ms"))
     meta = {
         "batch_id": rows.column("batch_id"),
         "seq": rows.column("seq"),

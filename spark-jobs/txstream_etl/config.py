@@ -30,9 +30,9 @@ SHAPES = ("scalar", "map", "rows", "records")
 # cores). A larger one, a backfill's or a catch-up's, stays Spark's to write in parallel.
 DRIVER_ROWS = 200_000
 # A facts micro-batch of up to this many Kafka records is collected into the driver whole,
-# its one Spark job the read and the decode (`collected.py`): 1.6 s per micro-batch less at
-# 1,000 records/s on two cores. Bounded in records, as a micro-batch's size is known before
-# it is read only in records; at 100 tuples a record it is about 100 MB in the driver.
+# its one Spark job the read and the decode (`collected.py`): 1.9-2.5 s a micro-batch at
+# 1,000 records/s on two cores, against 3.9-4.4 s counted and typed by Spark. Bounded in
+# records, the one size known before the read; at 100 tuples a record, 100-250 MB of rows.
 COLLECT_RECORDS = 10_000
 
 

@@ -185,10 +185,10 @@ class MicroBatchWriter:
             commits.append(functools.partial(
                 self._append_collected, spark, landing(decoded, name), table, epoch
             ))  # fmt: skip
-        bad = quarantined(decoded)
+        bad = quarantined(decoded, epoch, datetime.now(UTC))
         if bad.num_rows:
-            rows = _quarantine_rows(spark.createDataFrame(bad), epoch)
-            commits.append(functools.partial(self._append, rows, QUARANTINE_TABLE.name, epoch))
+            rows = bad.cast(arrow_schema(QUARANTINE_TABLE))
+            commits.append(functools.partial(self._append_quarantine, spark, rows, epoch))
         if counts:
             self._commit(spark, epoch, counts, commits, started, "collected")
 
@@ -364,6 +364,12 @@ class MicroBatchWriter:
             self._append(rows, table, epoch)
         elif not self._holds(table, epoch):
             self._append_small(rows.toArrow(), table, epoch)
+
+    def _append_quarantine(self, spark: SparkSession, rows: pa.Table, epoch: int) -> None:
+        """Under the lock of Spark's commits to it: Spark's rename onto a log entry would
+        overwrite one delta-rs made in between (`shared.py`)."""
+        with shared_commit(spark.sparkContext._jvm, self.lock):
+            self._append_small(rows, QUARANTINE_TABLE.name, epoch)
 
     def _append_small(self, rows: pa.Table, table: str, epoch: int) -> None:
         if self._holds(table, epoch):

@@ -104,7 +104,14 @@ def test_counts_and_routing_match_the_spark_paths() -> None:
         {"table": "votes", "reason": "bad_vote_id", "kafka_ts_ms": TS, "count": 1},
     ]
     assert landing(batch, "votes").column("batch_id").to_pylist() == [10, 11]
-    assert quarantined(batch).column("reason").to_pylist() == ["bad_vote_id"]
+    at = datetime(2026, 11, 27, tzinfo=UTC)
+    (bad,) = quarantined(batch, 3, at).to_pylist()
+    assert bad == {
+        "target_table": "votes", "reason": "bad_vote_id", "detail": None,
+        "payload": None, "source_topic": "t", "source_partition": 2, "source_offset": 100,
+        "batch_id": 10, "committed_at": datetime(2023, 11, 14, 22, 13, 20, 123000, tzinfo=UTC),
+        "etl_batch": 3, "quarantined_at": at,
+    }  # fmt: skip
 
 
 def test_an_offset_log_entry_gives_each_sources_offsets() -> None:
