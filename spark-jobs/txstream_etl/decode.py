@@ -230,6 +230,12 @@ def _json(row: dict[str, Any]) -> str:
     return json.dumps(row, separators=(",", ":"), ensure_ascii=False)
 
 
+def imported(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    """A `mapInArrow` function that only has a Python worker import this module (its
+    unpickling does): `job.warm_python_workers`."""
+    yield from batches
+
+
 def decode_arrow(plan: Plan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The `mapInArrow` function: Kafka columns in, `DECODED` rows out."""
     decoder = Decoder(plan)

@@ -28,7 +28,7 @@ from txstream.schemas.codec import WRITER_HEADER
 from txstream.state.keys import encode_key
 from txstream_etl.config import DRIVER_ROWS, WarehouseConfig
 from txstream_etl.cut import PREPARED
-from txstream_etl.decode import decode_arrow
+from txstream_etl.decode import decode_arrow, imported
 from txstream_etl.evolution import add_columns, additions, existing_schemas, stream_writers
 from txstream_etl.plan import ChangelogSource, StreamSource
 from txstream_etl.progress import MicroBatchProgress
@@ -113,6 +113,15 @@ def mirrored(source: ChangelogSource) -> Column:
         for prefix in (encode_key((table,)) for table in [*source.tables, PREPARED])
     ]
     return functools.reduce(lambda a, b: a | b, wanted, key.isNull() | ~named | F.col("commit_end"))
+
+
+def warm_python_workers(spark: SparkSession) -> None:
+    """One Python worker per task slot, each with the decoder imported, before any query
+    starts. A worker Spark starts mid-stream (one query's decode beside the other's) imports
+    txstream inside a micro-batch's task: 0.8 s on an idle machine, 5.3 s measured on two
+    busy cores, all of it in the facts' freshness. Spark keeps an idle worker for a minute."""
+    slots = spark.sparkContext.defaultParallelism
+    spark.range(slots, numPartitions=slots).mapInArrow(imported, "id BIGINT").collect()
 
 
 def start_query(

@@ -1,11 +1,15 @@
-"""Facts typed in the driver (`collected.py`) are the rows Spark's `from_json` types, on a
-real Spark: the collected path and Spark's path land the same rows."""
+"""On a real Spark: facts typed in the driver (`collected.py`) are the rows Spark's
+`from_json` types, so the collected path and Spark's path land the same rows; and the ETL's
+Python workers are started before its queries, one per task slot."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -15,6 +19,7 @@ from pyspark.sql import SparkSession
 
 from txstream_etl.collected import typed_facts
 from txstream_etl.decode import DECODED
+from txstream_etl.job import warm_python_workers
 from txstream_etl.tables import FactTable, arrow_schema
 from txstream_etl.writer import _fact_rows
 
@@ -32,8 +37,9 @@ ROWS: list[dict[str, Any]] = [
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)  # as the ETL's session sets it
     session = (
-        SparkSession.builder.master("local[1]")
+        SparkSession.builder.master("local[2]")
         .appName("txstream-test-collected-typing")
         .config("spark.ui.enabled", "false")
         .config("spark.sql.session.timeZone", "UTC")
@@ -89,3 +95,33 @@ def test_values_spark_converts_are_left_to_spark(
     (by_spark,) = _fact_rows(spark.createDataFrame(rows), VOTES, 9).toArrow().to_pylist()
     assert by_spark[column] != value or type(by_spark[column]) is not type(value)
     assert typed_facts(rows, VOTES.schema, 9) is None
+
+
+def children(pid: int) -> list[int]:
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if parent == pid:
+            out.append(int(stat.parent.name))
+    return out
+
+
+def python_workers(jvm: int) -> list[int]:
+    """The Python workers Spark's daemon forked for this JVM (its children's children)."""
+    return [w for daemon in children(jvm) for w in children(daemon)]
+
+
+def test_a_python_worker_per_task_slot_is_started_before_the_queries(
+    spark: SparkSession,
+) -> None:
+    """Started mid-stream, a worker imports txstream inside a micro-batch's task (5 s on
+    two busy cores, all of it in the facts' freshness)."""
+    gateway = SparkContext._gateway
+    assert gateway is not None
+    before = python_workers(gateway.proc.pid)
+    warm_python_workers(spark)
+    started = set(python_workers(gateway.proc.pid)) - set(before)
+    assert len(started) == spark.sparkContext.defaultParallelism == 2
