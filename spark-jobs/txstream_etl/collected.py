@@ -20,7 +20,6 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
-from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (
     BooleanType,
     DataType,
@@ -31,13 +30,9 @@ from pyspark.sql.types import (
     StructType,
 )
 
-Count = dict[str, Any]  # table, reason, kafka_ts_ms, count: as Spark's groupBy().count() rows
+from txstream_etl.tables import FACT_OWN, arrow_types
 
-# The fact columns the ETL fills itself, not from the row's JSON.
-OWN = frozenset(
-    {"batch_id", "seq", "source_partition", "source_offset", "committed_at", "committed_date",
-     "etl_batch"}
-)  # fmt: skip
+Count = dict[str, Any]  # table, reason, kafka_ts_ms, count: as Spark's groupBy().count() rows
 
 
 def _integer(bits: int) -> Callable[[Any], bool]:
@@ -97,7 +92,7 @@ def _timestamps(ms: pa.ChunkedArray) -> pa.ChunkedArray:
 def typed_facts(rows: pa.Table, spark_schema: StructType, epoch: int) -> pa.Table | None:
     """`rows` (decoded, of one fact table) as that table's Arrow rows (`spark_schema`: its
     `FactTable.schema`); None: Spark's to type."""
-    data = [f for f in spark_schema.fields if f.name not in OWN]
+    data = [f for f in spark_schema.fields if f.name not in FACT_OWN]
     if any(type(f.dataType) not in PLAIN for f in data):
         return None
     checks = [(f.name, PLAIN[type(f.dataType)]) for f in data]
@@ -115,7 +110,7 @@ def typed_facts(rows: pa.Table, spark_schema: StructType, epoch: int) -> pa.Tabl
             if value is not None and not check(value):
                 return None
             values[name].append(value)
-    schema = to_arrow_schema(spark_schema, timezone="UTC")  # as tables.arrow_schema
+    schema = arrow_types(spark_schema)
     committed = _timestamps(rows.column("kafka_ts_ms"))
     meta = {
         "batch_id": rows.column("batch_id"),

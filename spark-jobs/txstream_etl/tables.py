@@ -35,6 +35,8 @@ FACT_META = (
     "batch_id BIGINT, seq INT, source_partition INT, source_offset BIGINT, "
     "committed_at TIMESTAMP, committed_date DATE, etl_batch BIGINT"
 )
+# FACT_META's names: the fact columns the ETL fills itself, never from a row's data.
+FACT_OWN = frozenset(column.split()[0] for column in FACT_META.split(", "))
 MIRROR_META = "source_partition INT, source_offset BIGINT, committed_at TIMESTAMP, etl_batch BIGINT"
 QUARANTINE = (
     "target_table STRING, reason STRING, detail STRING, payload STRING, source_topic STRING, "
@@ -107,7 +109,11 @@ HELD_TABLE = SystemTable("etl_held", DECODED_DDL)  # the changelog query's, past
 
 def arrow_schema(table: Table) -> pa.Schema:
     """The table's columns as Arrow types, for the driver's delta-rs writes."""
-    return to_arrow_schema(table.schema, timezone="UTC")
+    return arrow_types(table.schema)
+
+
+def arrow_types(schema: StructType) -> pa.Schema:
+    return to_arrow_schema(schema, timezone="UTC")
 
 
 def table_path(root: str, table: str) -> str:

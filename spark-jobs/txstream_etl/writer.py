@@ -44,6 +44,7 @@ from txstream_etl.pools import join_pool, pool_threads
 from txstream_etl.shared import shared_commit
 from txstream_etl.tables import (
     ETL_COMMITS_TABLE,
+    FACT_OWN,
     HELD_TABLE,
     QUARANTINE_TABLE,
     SHARED,
@@ -441,9 +442,9 @@ def _fact_rows(rows: DataFrame, table: FactTable, epoch: int) -> DataFrame:
     data = F.from_json("row", table.schema)
     typed = rows.select(data.alias("r"), "batch_id", "seq", *_kafka_meta(epoch))
     columns = table.schema.fieldNames()
-    own = {"batch_id", "seq", "source_partition", "source_offset", "committed_at", "etl_batch"}
+    own = FACT_OWN - {"committed_date"}  # computed below, from committed_at
     out = typed.select(
-        *[F.col(f"r.{c}").alias(c) for c in columns if c not in own and c != "committed_date"],
+        *[F.col(f"r.{c}").alias(c) for c in columns if c not in FACT_OWN],
         *[F.col(c) for c in own],
     ).withColumn("committed_date", F.to_date("committed_at"))
     return out.select(*columns)
