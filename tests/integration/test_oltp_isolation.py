@@ -18,13 +18,17 @@ from collections.abc import Iterator
 import pytest
 
 from tests.conftest import KafkaEnv
+from tests.faults.scale import scaled
 from tests.integration.bank_cluster import BankCluster
 
 pytestmark = pytest.mark.integration
 
 EMPLOYEES = 4
-BATCHES = 25  # the employer's 100 pays 20 batches of 5; the last 5 abort on balance >= 0
-TRANSFERS = 50
+# The employer's 100 pays PAY per batch until it has none left; the last 5 batches abort on
+# balance >= 0. `make faults` runs twice as many, smaller.
+PAY = scaled(10, 5)
+BATCHES = 100 // PAY + 5
+TRANSFERS = scaled(26, 50)
 
 
 @pytest.fixture
@@ -60,7 +64,7 @@ def test_snapshots_never_see_half_done_transactions(cluster: BankCluster) -> Non
             for batch_id in range(1, BATCHES + 1):
                 for p in range(cluster.partitions):
                     lines = [
-                        (employers[p], w, 5 // EMPLOYEES + (i < 5 % EMPLOYEES))
+                        (employers[p], w, PAY // EMPLOYEES + (i < PAY % EMPLOYEES))
                         for i, w in enumerate(staff[p])
                     ]
                     cluster.payroll(p, batch_id, lines)
