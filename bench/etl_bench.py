@@ -144,6 +144,11 @@ def main(
         False, help="the mirrors' query in a second, niced Spark driver (`etl run --split-drivers`)"
     ),
     mirrors_nice: int = typer.Option(19, help="with --split-drivers: that driver's niceness"),
+    spark_read: bool = typer.Option(
+        False,
+        help="small facts micro-batches read by a Spark job (`etl run --spark-read`), not "
+        "by the driver",
+    ),
     steady: bool = typer.Option(
         False,
         help="votes flow at the rate from the start, the measured ones right after the "
@@ -178,6 +183,8 @@ def main(
                 "--trigger-s", str(trigger_s)]  # fmt: skip
         if split_drivers:
             argv += ["--split-drivers", "--mirrors-nice", str(mirrors_nice)]
+        if spark_read:
+            argv.append("--spark-read")
         etl = subprocess.Popen(
             argv,
             env={
@@ -236,6 +243,7 @@ def main(
     m = machine()
     drivers = f", two drivers (nice {mirrors_nice})" if split_drivers else ""
     drivers += ", steady" if steady else ""
+    drivers += ", Spark's read" if spark_read else ""
     print(f"machine: {machine_text(m)}")
     print(f"{len(landed)} votes in {len(micro_batches)} micro-batches over {span:.1f}s")
     print(f"freshness p50 {p50:.2f}s p99 {p99:.2f}s max {fresh[-1]:.2f}s")

@@ -81,6 +81,11 @@ def run(
         DRIVER_ROWS, min=0, help="a fact table's micro-batch up to this many rows is appended by "
         "the driver (delta-rs, milliseconds), a larger one by Spark's executors; 0: always Spark",
     ),
+    direct_read: bool = typer.Option(
+        True, "--direct-read/--spark-read",
+        help="a facts micro-batch small enough to collect into the driver is read from Kafka "
+        "by the driver itself (the offsets Spark planned), not by a Spark job",
+    ),
     second_of: int = typer.Option(0, hidden=True, help="run as the mirrors' driver of this pid"),
 ) -> None:  # fmt: skip
     """Stream the app's committed topics into Delta tables, exactly once."""
@@ -110,7 +115,9 @@ def run(
         port = serve_metrics(settings, "etl", metrics_host, metrics_port)
         console.print(f"metrics on {metrics_host}:{port}/metrics")
     mirrors: MirrorsAt = "only" if second_of else "elsewhere" if split else "here"
-    options = RunOptions(once, trigger_s, max_batches_per_trigger or None, mirrors, driver_rows)
+    options = RunOptions(
+        once, trigger_s, max_batches_per_trigger or None, mirrors, driver_rows, direct_read
+    )
     second = None
     if split:  # the same command, for the mirrors alone; its metrics on a port of its own
         second = SecondDriver([

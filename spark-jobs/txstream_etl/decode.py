@@ -238,15 +238,13 @@ def imported(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 def decode_arrow(plan: Plan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     """The `mapInArrow` function: Kafka columns in, `DECODED` rows out."""
-    decoder = Decoder(plan)
     for batch in batches:
         cols = batch.to_pydict()
         writers = cols.get("writer") or [None] * batch.num_rows
         ends = cols.get("commit_end") or [False] * batch.num_rows
         spans = cols.get("spans") or [None] * batch.num_rows
-        out: list[dict[str, Any]] = []
-        for i in range(batch.num_rows):
-            rec = KafkaRecord(
+        yield decode_records(plan, (
+            KafkaRecord(
                 cols["topic"][i],
                 cols["partition"][i],
                 cols["offset"][i],
@@ -257,5 +255,14 @@ def decode_arrow(plan: Plan, batches: Iterable[pa.RecordBatch]) -> Iterator[pa.R
                 bool(ends[i]),
                 spans[i],
             )
-            out.extend(decoder.decode(rec))
-        yield pa.RecordBatch.from_pylist(out, schema=DECODED)
+            for i in range(batch.num_rows)
+        ))  # fmt: skip
+
+
+def decode_records(plan: Plan, records: Iterable[KafkaRecord]) -> pa.RecordBatch:
+    """Kafka records to `DECODED` rows, in their order."""
+    decoder = Decoder(plan)
+    out: list[dict[str, Any]] = []
+    for rec in records:
+        out.extend(decoder.decode(rec))
+    return pa.RecordBatch.from_pylist(out, schema=DECODED)

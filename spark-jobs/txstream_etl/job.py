@@ -15,7 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pyspark.sql import Column, SparkSession
+from pyspark.sql import Column, DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.streaming.query import StreamingQuery
 
@@ -29,6 +29,7 @@ from txstream.state.keys import encode_key
 from txstream_etl.config import DRIVER_ROWS, WarehouseConfig
 from txstream_etl.cut import PREPARED
 from txstream_etl.decode import decode_arrow, imported
+from txstream_etl.direct import DirectReader, readable
 from txstream_etl.evolution import add_columns, additions, existing_schemas, stream_writers
 from txstream_etl.plan import ChangelogSource, StreamSource
 from txstream_etl.progress import MicroBatchProgress
@@ -49,6 +50,7 @@ class RunOptions:
     max_batches_per_trigger: int | None = None  # atomic batches (Kafka records) per trigger
     mirrors: MirrorsAt = "here"
     driver_rows: int = DRIVER_ROWS  # the largest fact micro-batch the driver appends itself
+    direct_read: bool = True  # a small facts micro-batch read from Kafka by the driver
 
     def runs(self, query: Query) -> bool:
         if self.mirrors == "here":
@@ -124,6 +126,25 @@ def warm_python_workers(spark: SparkSession) -> None:
     spark.range(slots, numPartitions=slots).mapInArrow(imported, "id BIGINT").collect()
 
 
+def kafka_columns(loaded: DataFrame) -> DataFrame:
+    """What the decoder takes of Kafka's records (`decode.KafkaRecord`; `direct.py` reads
+    the same from Kafka in the driver)."""
+    ends = F.filter("headers", lambda h: h["key"] == COMMIT_END_HEADER)
+    return loaded.select(
+        "topic",
+        "partition",
+        "offset",
+        F.unix_millis("timestamp").alias("kafka_ts_ms"),
+        "key",
+        "value",
+        F.get(F.filter("headers", lambda h: h["key"] == WRITER_HEADER), 0)["value"]
+        .cast("string")
+        .alias("writer"),
+        (F.size(ends) > 0).alias("commit_end"),
+        F.get(ends, 0)["value"].cast("string").alias("spans"),
+    )
+
+
 def start_query(
     spark: SparkSession,
     settings: Settings,
@@ -142,20 +163,7 @@ def start_query(
     )
     if options.max_batches_per_trigger and query.rate_limited:
         reader = reader.option("maxOffsetsPerTrigger", options.max_batches_per_trigger)
-    ends = F.filter("headers", lambda h: h["key"] == COMMIT_END_HEADER)
-    kafka = reader.load().select(
-        "topic",
-        "partition",
-        "offset",
-        F.unix_millis("timestamp").alias("kafka_ts_ms"),
-        "key",
-        "value",
-        F.get(F.filter("headers", lambda h: h["key"] == WRITER_HEADER), 0)["value"]
-        .cast("string")
-        .alias("writer"),
-        (F.size(ends) > 0).alias("commit_end"),
-        F.get(ends, 0)["value"].cast("string").alias("spans"),
-    )
+    kafka = kafka_columns(reader.load())
     for topic, source in query.plan.sources.items():
         if isinstance(source, ChangelogSource):
             kafka = kafka.where((F.col("topic") != topic) | mirrored(source))
@@ -203,11 +211,17 @@ def run(
     lock = lock_path(settings.run_dir, app)
     progress = MicroBatchProgress()
     spark.streams.addListener(progress)
+    readers: list[DirectReader] = []
     for query in filter(options.runs, warehouse.queries()):
         after = warehouse.after_batch() if query.snapshots else None
+        direct = None
+        if options.direct_read and not query.consistent and readable(query.plan):
+            direct = DirectReader(settings, query.plan)
+            readers.append(direct)
         writer = MicroBatchWriter(
             root, app, query.name, query.tables, lock, after, query.consistent,
             driver_rows=options.driver_rows, checkpoint=checkpoint(settings, app, query.name),
+            direct=direct,
         )  # fmt: skip
         batch_writers.append(writer)
         queries.append(start_query(spark, settings, app, query, writer, options))
@@ -222,6 +236,8 @@ def run(
     finally:
         for q in queries:
             q.stop()
+        for reader in readers:
+            reader.close()
         spark.streams.removeListener(progress)
     for q in queries:
         error = q.exception()

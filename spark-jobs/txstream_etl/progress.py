@@ -5,7 +5,9 @@ terms (`StreamingQueryProgress.durationMs`): `addBatch` is our `foreachBatch` (i
 jobs and commits), `walCommit` and `commitOffsets` the checkpoint's offset and commit logs,
 `latestOffset` and `getBatch` the Kafka source, `queryPlanning` the plan, and
 `triggerExecution` the whole. Measuring it was how the ETL's slow stages were found
-(`docs/benchmarks.md`); a user tuning a warehouse needs the same view.
+(`docs/benchmarks.md`); a user tuning a warehouse needs the same view. Its rows are those
+Spark's jobs read: none for a micro-batch the driver read from Kafka itself (`direct.py`),
+whose rows the writer's own line counts.
 """
 
 from __future__ import annotations
@@ -31,7 +33,8 @@ def observe(name: str | None, batch: int, rows: int, durations: Mapping[str, int
     for stage, ms in durations.items():
         MICRO_BATCH.labels(query, stage).observe(ms / 1000)
     stages = ", ".join(f"{s} {ms} ms" for s, ms in sorted(durations.items()))
-    log.info("%s micro-batch %d: %d rows read; Spark's stages: %s", query, batch, rows, stages)
+    line = "%s micro-batch %d: %d rows read by Spark; Spark's stages: %s"
+    log.info(line, query, batch, rows, stages)
 
 
 class MicroBatchProgress(StreamingQueryListener):

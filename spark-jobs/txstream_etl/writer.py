@@ -37,9 +37,10 @@ from txstream import failpoints
 from txstream_etl.collected import Count, counts_of, landing, quarantined, typed_facts
 from txstream_etl.config import COLLECT_RECORDS, DRIVER_ROWS
 from txstream_etl.cut import MARKS, PREPARED, SPAN, Marker, consistent_cut
+from txstream_etl.direct import DirectReader
 from txstream_etl.driver_writes import append_rows, merge_changes
 from txstream_etl.metrics import FRESHNESS, QUARANTINED, ROWS
-from txstream_etl.offsets import planned_records
+from txstream_etl.offsets import Planned, planned
 from txstream_etl.pools import join_pool, pool_threads
 from txstream_etl.shared import shared_commit
 from txstream_etl.tables import (
@@ -121,6 +122,7 @@ class MicroBatchWriter:
         driver_rows: int = DRIVER_ROWS,
         checkpoint: str | None = None,
         collect_records: int = COLLECT_RECORDS,
+        direct: DirectReader | None = None,
     ) -> None:
         """`lock`: the app's lock file for commits to the shared tables (`shared.py`).
         `consistent`: the query reads a changelog, and ends each micro-batch at a
@@ -128,10 +130,12 @@ class MicroBatchWriter:
         `driver_rows`: the largest fact micro-batch the driver appends itself.
         `checkpoint`: the query's, whose offset log tells a micro-batch's size before it is
         read; with it, a facts micro-batch of up to `collect_records` Kafka records (and
-        `driver_rows`) is collected whole into the driver (`collected.py`)."""
+        `driver_rows`) is collected whole into the driver (`collected.py`).
+        `direct`: reads such a micro-batch from Kafka in the driver, without a Spark job."""
         self.driver_rows = driver_rows
         self.checkpoint = checkpoint
         self.collect_records = min(collect_records, driver_rows)
+        self.direct = direct
         self.root = root
         self.lock = lock
         self.consistent = consistent
@@ -152,8 +156,13 @@ class MicroBatchWriter:
         join_pool(spark, self.query)
         if not self.resumed:
             self._resume(spark, epoch)
-        if self._collects(spark, epoch):
-            self._land_collected(spark, df.toArrow(), epoch)
+        small = self._collects(spark, epoch)
+        if small is not None:
+            decoded = self.direct.read(small) if self.direct is not None else None
+            if decoded is not None:
+                self._land_collected(spark, decoded, epoch, "read by the driver")
+            else:
+                self._land_collected(spark, df.toArrow(), epoch, "collected")
             return
         df = df.persist()
         try:
@@ -167,16 +176,16 @@ class MicroBatchWriter:
         finally:
             df.unpersist()
 
-    def _collects(self, spark: SparkSession, epoch: int) -> bool:
-        """Whether the micro-batch is facts only, and small enough to collect whole."""
+    def _collects(self, spark: SparkSession, epoch: int) -> Planned | None:
+        """The micro-batch's offsets, if it is facts only and small enough to collect whole."""
         if self.consistent or self.checkpoint is None or self.collect_records < 1:
-            return False
+            return None
         if not all(isinstance(t, FactTable) for t in self.tables.values()):
-            return False
-        records = planned_records(spark, self.checkpoint, epoch)
-        return records is not None and records <= self.collect_records
+            return None
+        offsets = planned(spark, self.checkpoint, epoch)
+        return offsets if offsets is not None and offsets.records <= self.collect_records else None
 
-    def _land_collected(self, spark: SparkSession, decoded: pa.Table, epoch: int) -> None:
+    def _land_collected(self, spark: SparkSession, decoded: pa.Table, epoch: int, how: str) -> None:
         started = time.monotonic()
         counts = counts_of(decoded)
         commits: list[Callable[[], None]] = []
@@ -191,7 +200,7 @@ class MicroBatchWriter:
             rows = bad.cast(arrow_schema(QUARANTINE_TABLE))
             commits.append(functools.partial(self._append_quarantine, spark, rows, epoch))
         if counts:
-            self._commit(spark, epoch, counts, commits, started, "collected")
+            self._commit(spark, epoch, counts, commits, started, how)
 
     def _append_collected(
         self, spark: SparkSession, rows: pa.Table, table: FactTable, epoch: int

@@ -26,7 +26,7 @@ from pyspark.sql.types import (
 
 from txstream_etl.collected import counts_of, landing, quarantined, typed_facts
 from txstream_etl.decode import DECODED
-from txstream_etl.offsets import parse_log_entry
+from txstream_etl.offsets import Planned, parse_log_entry
 
 # A FactTable's schema (`FactTable.schema` needs a Spark session to read its DDL).
 META: list[tuple[str, DataType]] = [
@@ -120,3 +120,15 @@ def test_an_offset_log_entry_gives_each_sources_offsets() -> None:
         '{"app.votes":{"1":40,"0":1200},"app.out":{"0":7}}\n-\n'
     )
     assert parse_log_entry(entry) == {"app.votes": {"1": 40, "0": 1200}, "app.out": {"0": 7}}
+
+
+def test_a_planned_micro_batch_reads_each_partition_from_its_logged_start() -> None:
+    """A partition the last entry lacks is new (read from its earliest); one with nothing
+    new is not read; the bound counts a new partition from offset 0."""
+    planned = Planned(
+        {"app.votes": {"0": 1200, "1": 40}, "app.out": {"0": 7}},
+        {"app.votes": {"0": 1250, "1": 40, "2": 3}, "app.out": {"0": 9}},
+    )
+    assert planned.ranges() == [("app.out", 0, 7, 9), ("app.votes", 0, 1200, 1250),
+                                ("app.votes", 2, None, 3)]  # fmt: skip
+    assert planned.records == 2 + 50 + 3

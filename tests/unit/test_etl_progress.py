@@ -39,6 +39,6 @@ def test_each_stage_of_a_progress_is_observed_in_seconds_and_logged(
         assert sample("count", query, stage) == before[stage][0] + 1
         assert sample("sum", query, stage) == pytest.approx(before[stage][1] + ms / 1000)
     assert (
-        f"{query} micro-batch 41: 4490 rows read; Spark's stages: addBatch 3161 ms, "
+        f"{query} micro-batch 41: 4490 rows read by Spark; Spark's stages: addBatch 3161 ms, "
         "triggerExecution 3869 ms"
     ) in caplog.text
