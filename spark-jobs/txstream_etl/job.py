@@ -32,7 +32,7 @@ from txstream_etl.decode import decode_arrow, imported
 from txstream_etl.direct import DirectReader, readable
 from txstream_etl.evolution import add_columns, additions, existing_schemas, stream_writers
 from txstream_etl.plan import ChangelogSource, StreamSource
-from txstream_etl.progress import MicroBatchProgress
+from txstream_etl.progress import MicroBatchProgress, expect
 from txstream_etl.shared import lock_path
 from txstream_etl.tables import DECODED_DDL, ETL_COMMITS_TABLE
 from txstream_etl.warehouse import MIRRORS_QUERY, Query, Warehouse
@@ -224,6 +224,7 @@ def run(
             direct=direct,
         )  # fmt: skip
         batch_writers.append(writer)
+        expect(query.name)
         queries.append(start_query(spark, settings, app, query, writer, options))
     if on_start is not None:
         on_start(queries)

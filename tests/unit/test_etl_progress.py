@@ -8,7 +8,7 @@ from types import SimpleNamespace
 import pytest
 from prometheus_client import REGISTRY
 
-from txstream_etl.progress import MicroBatchProgress, query_label
+from txstream_etl.progress import STAGES, MicroBatchProgress, expect, query_label
 
 
 def sample(kind: str, query: str, stage: str) -> float:
@@ -42,3 +42,23 @@ def test_each_stage_of_a_progress_is_observed_in_seconds_and_logged(
         f"{query} micro-batch 41: 4490 rows read by Spark; Spark's stages: addBatch 3161 ms, "
         "triggerExecution 3869 ms"
     ) in caplog.text
+
+
+def test_a_querys_series_exist_at_zero_before_its_first_micro_batch() -> None:
+    """So its first micro-batch is an increase Prometheus can rate."""
+    query = "expected-query"
+    assert (
+        REGISTRY.get_sample_value(
+            "txstream_etl_micro_batch_seconds_count", {"query": query, "stage": "addBatch"}
+        )
+        is None
+    )
+    expect(query)
+    for stage in STAGES:
+        assert sample("count", query, stage) == 0.0
+        assert (
+            REGISTRY.get_sample_value(
+                "txstream_etl_micro_batch_seconds_count", {"query": query, "stage": stage}
+            )
+            == 0.0
+        )
