@@ -263,10 +263,7 @@ def etl(
             # Spark reports a micro-batch's progress just after our writes: the changelog's too
             # (its series is exported at 0 from the start: `progress.expect`)
             changelog = 'txstream_etl_micro_batch_seconds_count{query="changelog",stage="addBatch"}'
-            reported = any(
-                line.startswith(changelog + " ") and float(line.split()[-1]) >= 1
-                for line in run.metrics.splitlines()
-            )
+            reported = changelog in run.metrics and metric(run.metrics, changelog) >= 1
             return 'reason="undecodable",table="votes"' in run.metrics and reported
 
         poll("the metrics of the last micro-batch", scraped, deadline, proc.alive)
