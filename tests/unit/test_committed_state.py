@@ -9,9 +9,11 @@ import pytest
 
 from leaderboard.dataflow import Params, build_app
 from txstream.config import Settings
+from txstream.engine.windows import WindowState
+from txstream.engine.writeset import TOMBSTONE, WriteSet
 from txstream.model.declarations import Key, Record
 from txstream.schemas.registry import SchemaRegistry
-from txstream.state.codec import StateCodec
+from txstream.state.codec import EncodedWrites, StateCodec
 from txstream.state.committed import CommittedState
 from txstream.state.store import StateStore
 
@@ -25,34 +27,101 @@ def state(tmp_path: Path) -> Iterator[CommittedState]:
     store.close()
 
 
-def write(
-    state: CommittedState, table: str, rows: dict[Key, Record | None]
-) -> dict[bytes, bytes | None]:
-    codec = state.codec
-    return {
-        codec.key(table, k): None if row is None else codec.encode_row(table, row)
-        for k, row in rows.items()
-    }
+def write(state: CommittedState, table: str, rows: dict[Key, Record | None]) -> EncodedWrites:
+    """A group's writes of `rows` (None deletes), encoded as the group commit encodes them."""
+    ws = WriteSet()
+    for k, row in rows.items():
+        ws.put(table, k, TOMBSTONE if row is None else row)
+    return state.codec.encode_writes(ws)
+
+
+def as_recovery(writes: EncodedWrites) -> dict[bytes, bytes | None]:
+    """The same entries as recovery applies them: read off the changelog, keys as bytes."""
+    return dict(writes)
+
+
+def vote(vote_id: int) -> Record:
+    return {"vote_id": vote_id, "phone_number": 5551234, "contestant_number": 1, "state": "MA"}
+
+
+class CountingGets:
+    """Counts the reads that reach RocksDB."""
+
+    def __init__(self, state: CommittedState) -> None:
+        self.calls = 0
+        self.get = state.store.get
+        state.store.get = self  # type: ignore[method-assign]
+
+    def __call__(self, key: bytes) -> bytes | None:
+        self.calls += 1
+        return self.get(key)
 
 
 def test_a_cached_scan_sees_each_applied_write_of_its_table(state: CommittedState) -> None:
     state.apply(write(state, "trending", {(1,): {"value": 3}, (2,): {"value": 5}}), 1)
     assert list(state.scan("trending", ())) == [((1,), {"value": 3}), ((2,), {"value": 5})]
 
-    writes = write(state, "trending", {(1,): None, (3,): {"value": 1}})
-    state.apply(writes, 2, tables={"trending"})
+    state.apply(write(state, "trending", {(1,): None, (3,): {"value": 1}}), 2)
     assert list(state.scan("trending", ())) == [((2,), {"value": 5}), ((3,), {"value": 1})]
 
-    state.apply(write(state, "stats", {("accepted",): {"value": 9}}), 3, tables={"stats"})
+    state.apply(write(state, "stats", {("accepted",): {"value": 9}}), 3)
     assert list(state.scan("trending", ())) == [((2,), {"value": 5}), ((3,), {"value": 1})]
     assert list(state.scan("stats", ())) == [(("accepted",), {"value": 9})]
 
 
-def test_an_apply_that_names_no_tables_drops_every_cached_scan(state: CommittedState) -> None:
+def test_recoverys_writes_empty_every_cache(state: CommittedState) -> None:
     state.apply(write(state, "trending", {(1,): {"value": 3}}), 1)
+    ws = WriteSet()
+    ws.windows["trending_window"] = WindowState((vote(1),), ())
+    state.apply(state.codec.encode_writes(ws), 2)
     assert [k for k, _ in state.scan("trending", ())] == [(1,)]
-    state.apply(write(state, "trending", {(4,): {"value": 2}}), 2)  # as recovery applies
+    assert state.get("trending", (1,)) == {"value": 3}
+    assert state.get("stats", ("accepted",)) is None
+    window = state.window("trending_window")
+    assert window is not None and window.staged == (vote(1),)
+
+    recovered = write(state, "trending", {(1,): {"value": 7}, (4,): {"value": 2}})
+    ws.windows["trending_window"] = WindowState((), (vote(2),))
+    recovered.update(as_recovery(state.codec.encode_writes(ws)))
+    recovered.update(as_recovery(write(state, "stats", {("accepted",): {"value": 1}})))
+    state.apply(as_recovery(recovered), 3)
     assert [k for k, _ in state.scan("trending", ())] == [(1,), (4,)]
+    assert state.get("trending", (1,)) == {"value": 7}
+    assert state.get("stats", ("accepted",)) == {"value": 1}
+    window = state.window("trending_window")
+    assert window is not None and window.visible == (vote(2),)
+
+
+def test_a_written_row_is_read_back_as_rocksdb_holds_it_without_reading_rocksdb(
+    state: CommittedState,
+) -> None:
+    state.apply(write(state, "stats", {("accepted",): {"value": 1}}), 1)
+    gets = CountingGets(state)
+    assert state.get("stats", ("accepted",)) == {"value": 1}
+    assert state.get("stats", ("rejected",)) is None
+    assert gets.calls == 1  # the row just written came from the cache; the absent one not
+
+    # Put as a procedure might: a field the schema lacks. RocksDB holds the row without it,
+    # and that is what the next group reads.
+    put = {"value": 2, "note": "not in the schema"}
+    state.apply(write(state, "stats", {("accepted",): put, ("rejected",): {"value": 5}}), 2)
+    assert state.get("stats", ("accepted",)) == {"value": 2}
+    assert state.get("stats", ("rejected",)) == {"value": 5}
+    state.apply(write(state, "stats", {("rejected",): None}), 3)
+    assert state.get("stats", ("rejected",)) is None
+    assert gets.calls == 1
+    assert state.store.get(state.codec.key("stats", ("rejected",))) is None
+
+
+def test_a_written_window_is_read_back_without_reading_rocksdb(state: CommittedState) -> None:
+    gets = CountingGets(state)
+    assert state.window("trending_window") is None
+    ws = WriteSet()
+    ws.windows["trending_window"] = WindowState((vote(1),), ())
+    state.apply(state.codec.encode_writes(ws), 1)
+    window = state.window("trending_window")
+    assert window is not None and window.staged == (vote(1),)
+    assert gets.calls == 1
 
 
 def test_prefix_scans_are_cached_apart(state: CommittedState) -> None:
@@ -61,13 +130,12 @@ def test_prefix_scans_are_cached_apart(state: CommittedState) -> None:
     assert [k for k, _ in state.scan("votes_by_contestant", (1,))] == [(1, 10), (1, 20)]
     assert [k for k, _ in state.scan("votes_by_contestant", (2,))] == [(2, 10), (2, 20)]
     more = write(state, "votes_by_contestant", {(2, 30): {}, (1, 10): None})
-    state.apply(more, 2, tables={"votes_by_contestant"})
+    state.apply(more, 2)
     assert [k for k, _ in state.scan("votes_by_contestant", (1,))] == [(1, 20)]
     assert [k for k, _ in state.scan("votes_by_contestant", (2,))] == [(2, 10), (2, 20), (2, 30)]
 
 
 def test_group_writes_encode_as_their_keys_and_rows_do_one_by_one(state: CommittedState) -> None:
-    from txstream.engine.writeset import TOMBSTONE, WriteSet
     from txstream.state.keys import encode_key
 
     codec = state.codec
@@ -80,4 +148,9 @@ def test_group_writes_encode_as_their_keys_and_rows_do_one_by_one(state: Committ
         encode_key(("stats", "accepted")): codec.encode_row("stats", {"value": 3}),
         encode_key(("votes_by_contestant", 3, 7)): None,
     }
+    assert codec.encode_writes(ws).origins == [
+        ("seen_vote_ids", (5,)),
+        ("stats", ("accepted",)),
+        ("votes_by_contestant", (3, 7)),
+    ]
     assert codec.decode_row("seen_vote_ids", b"") == {}

@@ -37,7 +37,7 @@ from txstream.oltp.messages import Wire
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
-from txstream.state.codec import StateCodec
+from txstream.state.codec import EncodedWrites, StateCodec
 from txstream.state.committed import CommittedState
 
 
@@ -61,8 +61,7 @@ MAX_ERROR_CHARS = 4000
 class Sent:
     """A group whose Kafka transaction committed: the writes RocksDB must now receive."""
 
-    writes: Mapping[bytes, bytes | None]
-    tables: frozenset[str]  # the tables written
+    writes: EncodedWrites
     next_log_offset: int  # -1 if the group wrote nothing to the recovery log
 
 
@@ -108,7 +107,7 @@ class GroupCommitter:
         recovery log offset it reaches. Raises CommitError if the transaction failed."""
         done = sent.result()
         if done.next_log_offset >= 0:
-            self.state.apply(done.writes, done.next_log_offset, done.tables)
+            self.state.apply(done.writes, done.next_log_offset)
 
     def close(self) -> None:
         self._thread.shutdown(wait=True)
@@ -134,9 +133,9 @@ class GroupCommitter:
         except Exception as e:
             raise CommitError(f"group commit failed: {e}") from e
         last = self._last_log_offset
-        return Sent(writes, frozenset(group.ws.tables), last + 1 if last >= 0 else -1)
+        return Sent(writes, last + 1 if last >= 0 else -1)
 
-    def _encode_writes(self, group: Group) -> dict[bytes, bytes | None]:
+    def _encode_writes(self, group: Group) -> EncodedWrites:
         try:
             writes = self.codec.encode_writes(group.ws)
         except Exception as e:

@@ -24,6 +24,7 @@ from txstream.model.declarations import Key, Record
 from txstream.schemas.records import decode_record, encode_record, holds_only_scalars
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import decode_key, encode_key, prefix
+from txstream.state.window_codec import WindowCodec
 
 WINDOW_TABLE = "__window__"
 SYS_SCHEMA = parse_schema(
@@ -69,6 +70,20 @@ def _record(schema: Schema) -> dict[str, Any]:
     return schema
 
 
+class EncodedWrites(dict[bytes, bytes | None]):
+    """A group's state entries (key -> value, None deleting), each with the (table, key)
+    it encodes, in the same order: the committed state's caches are keyed by those, and
+    must not decode every key back to learn them. A window's is (WINDOW_TABLE, (name,)),
+    and its state as its entry decodes is in `windows`."""
+
+    __slots__ = ("origins", "windows")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.origins: list[tuple[str, Key]] = []
+        self.windows: dict[str, win.WindowState] = {}
+
+
 class StateCodec:
     def __init__(self, dataflow: Dataflow, registry: SchemaRegistry) -> None:
         decl = dataflow.decl
@@ -90,6 +105,9 @@ class StateCodec:
             w.name: parse_schema(win.state_schema(_record(registry.get(w.schema))))
             for w in decl.windows.values()
         }
+        self.window_codecs = {
+            w.name: WindowCodec(_record(registry.get(w.schema))) for w in decl.windows.values()
+        }
 
     def key(self, table: str, key: Key) -> bytes:
         return encode_key((table, *key))
@@ -108,14 +126,15 @@ class StateCodec:
         return row
 
     def encode_window(self, name: str, state: win.WindowState) -> bytes:
-        return encode_record(self.windows[name], win.to_record(state))
+        return self.window_codecs[name].encode(state)[0]
 
     def decode_window(self, name: str, data: bytes) -> win.WindowState:
         return win.from_record(decode_record(self.windows[name], data))
 
-    def encode_writes(self, ws: WriteSet) -> dict[bytes, bytes | None]:
+    def encode_writes(self, ws: WriteSet) -> EncodedWrites:
         """The group overlay as changelog/RocksDB entries; None deletes (a tombstone)."""
-        out: dict[bytes, bytes | None] = {}
+        out = EncodedWrites()
+        origins = out.origins
         for table, rows in ws.tables.items():
             schema = self.tables[table]
             head = self.prefix(table, ())  # parts are self-delimiting: keys concatenate
@@ -125,8 +144,10 @@ class StateCodec:
                     out[head + encode_key(k)] = None
                 else:
                     out[head + encode_key(k)] = b"" if empty else encode_record(schema, v)
+                origins.append((table, k))
         for name, state in ws.windows.items():
-            out[self.window_key(name)] = self.encode_window(name, state)
+            out[self.window_key(name)], out.windows[name] = self.window_codecs[name].encode(state)
+            origins.append((WINDOW_TABLE, (name,)))
         return out
 
     def describe(self, key: bytes) -> tuple[str, Key]:

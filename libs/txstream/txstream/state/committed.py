@@ -4,6 +4,12 @@ It changes only in `apply`, after Kafka has committed the group that produced th
 so the caches can never hold an uncommitted value. Each apply records how far into the
 recovery log (the changelog, or the command log) the stored state reaches.
 
+The row cache is keyed by (table, key), so a read that hits it encodes no key. An applied
+group's writes go into it as the bytes RocksDB now holds (write-through), decoded on their
+first read: a hot row written by every group is not read back from RocksDB after each
+commit, and what a read returns is exactly what a read from RocksDB would (a row is not
+cached as the procedure put it: an int in a double field comes back a float either way).
+
 Besides rows, small scans are cached, decoded: a procedure or trigger that scans a table
 on every batch (a leaderboard's trending counts) then decodes it once per group commit,
 not once per batch. Rows, read or scanned, are shared with the caches, so callers copy
@@ -12,11 +18,11 @@ before changing one (the engine's reads hand procedures private copies).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 
 from txstream.engine.windows import WindowState
 from txstream.model.declarations import Key, Record
-from txstream.state.codec import StateCodec
+from txstream.state.codec import WINDOW_TABLE, EncodedWrites, StateCodec
 from txstream.state.store import StateStore
 
 _ABSENT = object()
@@ -35,17 +41,23 @@ class CommittedState:
         self.store = store
         self.codec = codec
         self.log = log
-        self._cache: dict[bytes, object] = {}
+        # (table, key) -> the row (None: absent), or its bytes until first read
+        self._rows: dict[tuple[str, Key], object] = {}
+        self._windows: dict[str, object] = {}  # name -> the same, for window states
         self._cache_size = cache_size
         self._scans: dict[tuple[str, Key], list[tuple[Key, Record]]] = {}
 
     def get(self, table: str, key: Key) -> Record | None:
-        kb = self.codec.key(table, key)
-        row = self._cache.get(kb, _ABSENT)
-        if row is _ABSENT:
-            data = self.store.get(kb)
+        ck = (table, key)
+        row = self._rows.get(ck, _ABSENT)
+        if type(row) is bytes:
+            row = self._rows[ck] = self.codec.decode_row(table, row)
+        elif row is _ABSENT:
+            data = self.store.get(self.codec.key(table, key))
             row = None if data is None else self.codec.decode_row(table, data)
-            self._remember(kb, row)
+            if len(self._rows) >= self._cache_size:
+                self._rows.clear()
+            self._rows[ck] = row
         return row  # type: ignore[return-value]
 
     def scan(self, table: str, prefix: Key) -> Iterator[tuple[Key, Record]]:
@@ -63,37 +75,39 @@ class CommittedState:
         return iter(rows)
 
     def window(self, name: str) -> WindowState | None:
-        kb = self.codec.window_key(name)
-        state = self._cache.get(kb, _ABSENT)
-        if state is _ABSENT:
-            data = self.store.get(kb)
+        state = self._windows.get(name, _ABSENT)
+        if type(state) is bytes:
+            state = self._windows[name] = self.codec.decode_window(name, state)
+        elif state is _ABSENT:
+            data = self.store.get(self.codec.window_key(name))
             state = None if data is None else self.codec.decode_window(name, data)
-            self._remember(kb, state)
+            self._windows[name] = state
         return state  # type: ignore[return-value]
 
     def log_offset(self) -> int:
         """The next log offset to apply: everything before it is in RocksDB."""
         return self.store.offset(self.log) or 0
 
-    def apply(
-        self,
-        writes: Mapping[bytes, bytes | None],
-        next_offset: int,
-        tables: Iterable[str] | None = None,
-    ) -> None:
+    def apply(self, writes: Mapping[bytes, bytes | None], next_offset: int) -> None:
         """Make a committed group's writes durable here, with the log position reached.
-        `tables` names the tables written, if known: cached scans of the others stay."""
+        Writes from `StateCodec.encode_writes` go into the caches; any others (recovery's,
+        read off the changelog) empty them."""
         self.store.apply(writes, {self.log: next_offset})
-        for kb in writes:
-            self._cache.pop(kb, None)
-        if tables is None:
+        if not isinstance(writes, EncodedWrites) or len(writes.origins) != len(writes):
+            self._rows.clear()
+            self._windows.clear()
             self._scans.clear()
             return
-        touched = set(tables)
-        for entry in [e for e in self._scans if e[0] in touched]:
-            del self._scans[entry]
-
-    def _remember(self, kb: bytes, value: object) -> None:
-        if len(self._cache) >= self._cache_size:
-            self._cache.clear()
-        self._cache[kb] = value
+        rows, windows, touched = self._rows, self._windows, set()
+        for (table, key), data in zip(writes.origins, writes.values(), strict=True):
+            if table == WINDOW_TABLE:
+                name = str(key[0])
+                windows[name] = writes.windows.get(name, data)
+            else:
+                rows[(table, key)] = data
+                touched.add(table)
+        if len(rows) > self._cache_size:
+            rows.clear()
+        if self._scans:
+            for entry in [e for e in self._scans if e[0] in touched]:
+                del self._scans[entry]

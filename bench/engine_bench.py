@@ -1,0 +1,127 @@
+"""The worker's own work per Leaderboard batch, without Kafka: decode, the engine, commit.
+
+    .venv/bin/python -m bench.engine_bench --votes 20000 --groups 1,20,5000
+
+End-to-end runs on a shared two-core VM swing by half from run to run, far more than most
+changes to the batch path move them. This times the task thread's path alone, as the worker
+runs it: each vote batch decoded from its Avro envelope, run by the partition engine over the
+committed state in RocksDB (with the record limit sealing each TE), and every G batches the
+group's state writes encoded, as the commit thread does, and applied to RocksDB, as the task
+thread does once Kafka has committed them. Nothing is produced. Small groups are the live
+case (a worker that keeps up commits every 10 ms), large ones the backed-up case.
+
+Prints microseconds per batch (the median of --repeat runs, each on a fresh store) as a
+markdown table for docs/benchmarks.md.
+"""
+
+from __future__ import annotations
+
+import statistics
+import tempfile
+import time
+from dataclasses import asdict
+from datetime import date
+from pathlib import Path
+
+import typer
+
+from bench.machine_info import machine, machine_text
+from leaderboard.dataflow import Params, build_app
+from leaderboard.reference_data import contestants, load_area_code_states
+from leaderboard.votegen import write_votes_file
+from leaderboard.votes_file import iter_batches
+from txstream.commit.record_limit import RecordLimit
+from txstream.config import Settings
+from txstream.engine.partition_engine import PartitionEngine
+from txstream.kafka.topics import AppTopics
+from txstream.model.app import App
+from txstream.observability import metrics
+from txstream.schemas.codec import BatchCodec
+from txstream.schemas.registry import SchemaRegistry
+from txstream.state.codec import StateCodec
+from txstream.state.committed import CommittedState
+from txstream.state.store import StateStore
+
+
+def encoded_batches(app: App, registry: SchemaRegistry, votes: Path) -> list[tuple[int, bytes]]:
+    codec = BatchCodec(registry.get(app.decl.streams["votes"].schema))
+    return [
+        (b.batch_id, codec.encode("votes", b.batch_id, [asdict(v) for v in b.votes]))
+        for b in iter_batches(votes, 1)
+    ]
+
+
+def run_once(
+    app: App, registry: SchemaRegistry, batches: list[tuple[int, bytes]], group: int, db: Path
+) -> float:
+    """Seconds for the whole run of `batches`, committing every `group` batches."""
+    settings = Settings()
+    codec = StateCodec(app.dataflow(), registry)
+    batch_codecs = {
+        name: BatchCodec(registry.get(stream.schema)) for name, stream in app.decl.streams.items()
+    }
+    seal = RecordLimit(settings.kafka_max_record_bytes, AppTopics(app.name), batch_codecs, codec)
+    with StateStore.open(db) as store:
+        state = CommittedState(store, codec)
+        engine = PartitionEngine(app.dataflow(), state, 0, app.params,
+                                 timer=metrics.te_timer(app.name), seal=seal,
+                                 flat_tables=codec.flat_tables)  # fmt: skip
+        rows = [{"contestant_number": n, "contestant_name": name, "num_votes": 0}
+                for n, name in contestants(int(app.params["contestants"])).items()]  # fmt: skip
+        engine.process("contestant_rows", 1, rows)
+        codes = [{"area_code": a, "state": s} for a, s in load_area_code_states().items()]
+        engine.process("area_code_rows", 1, codes)
+        offset = 0
+
+        def commit() -> None:
+            nonlocal offset
+            offset += 1
+            state.apply(codec.encode_writes(engine.take_group().ws), offset)
+
+        commit()
+        votes = batch_codecs["votes"]
+        started = time.perf_counter()
+        for n, (batch_id, record) in enumerate(batches, 1):
+            engine.process("votes", batch_id, votes.decode(record).tuples)
+            if n % group == 0:
+                commit()
+        commit()
+        return time.perf_counter() - started
+
+
+def main(
+    votes: int = typer.Option(20_000, help="votes, one per batch"),
+    groups: str = typer.Option("1,20,5000", help="batches per group commit, comma-separated"),
+    repeat: int = typer.Option(3, help="runs per group size; the median is reported"),
+    threshold: int = typer.Option(5_000),
+    seed: int = typer.Option(1),
+) -> None:
+    params = Params(contestants=50, threshold=threshold, max_votes=1, window=100, slide=10)
+    app = build_app(params, name="engine-bench")
+    registry = SchemaRegistry(Settings().schema_dir)
+    sizes = [int(g) for g in groups.split(",")]
+    out = [
+        f"Date: {date.today()}. Machine: {machine_text(machine())}. Command: `.venv/bin/python -m "
+        f"bench.engine_bench --votes {votes} --groups {groups} --repeat {repeat}`.",
+        "",
+        "| batches per group commit | µs per batch (median) | runs |",
+        "|---:|---:|---|",
+    ]
+    with tempfile.TemporaryDirectory(prefix="engine-bench-") as tmp:
+        path = Path(tmp) / "votes.txt"
+        write_votes_file(path, votes, contestants=params.contestants, seed=seed)
+        batches = encoded_batches(app, registry, path)
+        for size in sizes:
+            runs = [
+                run_once(app, registry, batches, size, Path(tmp) / f"db-{size}-{i}") * 1e6 / votes
+                for i in range(repeat)
+            ]
+            each = ", ".join(f"{r:.1f}" for r in runs)
+            typer.echo(f"group {size}: {each} µs per batch", err=True)
+            out.append(f"| {size:,} | {statistics.median(runs):.1f} | "
+                       f"{' / '.join(f'{r:.1f}' for r in runs)} |")  # fmt: skip
+    typer.echo("\n".join(out))
+
+
+if __name__ == "__main__":
+    typer.run(main)
