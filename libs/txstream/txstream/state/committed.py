@@ -5,10 +5,12 @@ so the caches can never hold an uncommitted value. Each apply records how far in
 recovery log (the changelog, or the command log) the stored state reaches.
 
 The row cache is keyed by (table, key), so a read that hits it encodes no key. An applied
-group's writes go into it as the bytes RocksDB now holds (write-through), decoded on their
-first read: a hot row written by every group is not read back from RocksDB after each
-commit, and what a read returns is exactly what a read from RocksDB would (a row is not
-cached as the procedure put it: an int in a double field comes back a float either way).
+group's writes to cached rows replace them with the bytes RocksDB now holds (write-through),
+decoded on their next read: a hot row written by every group is not read back from RocksDB
+after each commit, and what a read returns is exactly what a read from RocksDB would (a
+row is not cached as the procedure put it: an int in a double field comes back a float
+either way). Window states are written through the same way, decoded already
+(`window_codec`).
 
 Besides rows, small scans are cached, decoded: a procedure or trigger that scans a table
 on every batch (a leaderboard's trending counts) then decodes it once per group commit,
@@ -41,23 +43,29 @@ class CommittedState:
         self.store = store
         self.codec = codec
         self.log = log
-        # (table, key) -> the row (None: absent), or its bytes until first read
-        self._rows: dict[tuple[str, Key], object] = {}
+        # table -> key -> the row (None: absent), or its bytes until read
+        self._rows: dict[str, dict[Key, object]] = {}
+        self._cached = 0  # rows cached since the cache was last emptied (an upper bound)
         self._windows: dict[str, object] = {}  # name -> the same, for window states
         self._cache_size = cache_size
         self._scans: dict[tuple[str, Key], list[tuple[Key, Record]]] = {}
 
     def get(self, table: str, key: Key) -> Record | None:
-        ck = (table, key)
-        row = self._rows.get(ck, _ABSENT)
+        rows = self._rows.get(table)
+        if rows is None:
+            rows = self._rows[table] = {}
+        row = rows.get(key, _ABSENT)
         if type(row) is bytes:
-            row = self._rows[ck] = self.codec.decode_row(table, row)
+            row = rows[key] = self.codec.decode_row(table, row)
         elif row is _ABSENT:
             data = self.store.get(self.codec.key(table, key))
             row = None if data is None else self.codec.decode_row(table, data)
-            if len(self._rows) >= self._cache_size:
+            if self._cached >= self._cache_size:
                 self._rows.clear()
-            self._rows[ck] = row
+                self._cached = 0
+                rows = self._rows[table] = {}
+            rows[key] = row
+            self._cached += 1
         return row  # type: ignore[return-value]
 
     def scan(self, table: str, prefix: Key) -> Iterator[tuple[Key, Record]]:
@@ -98,16 +106,23 @@ class CommittedState:
             self._windows.clear()
             self._scans.clear()
             return
-        rows, windows, touched = self._rows, self._windows, set()
+        tables, windows, touched = self._rows, self._windows, set()
         for (table, key), data in zip(writes.origins, writes.values(), strict=True):
             if table == WINDOW_TABLE:
                 name = str(key[0])
                 windows[name] = writes.windows.get(name, data)
+                continue
+            touched.add(table)
+            rows = tables.get(table)
+            if rows is None:
+                continue
+            # A row read while it existed is the kind read again (a counter, a contestant);
+            # a key read while absent and then inserted mostly is not (an id checked for a
+            # duplicate), and keeping those would grow the cache by every insert.
+            if rows.get(key) is not None:
+                rows[key] = data
             else:
-                rows[(table, key)] = data
-                touched.add(table)
-        if len(rows) > self._cache_size:
-            rows.clear()
+                rows.pop(key, None)
         if self._scans:
             for entry in [e for e in self._scans if e[0] in touched]:
                 del self._scans[entry]
