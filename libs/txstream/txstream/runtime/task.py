@@ -136,8 +136,8 @@ class PartitionTask:
                     self.settings, self.topics.transactional_id(self.partition)
                 ),
                 # Every group ends in a flush, so lingering batches nothing more; with 5 ms
-                # the flush's p99 was 24 ms against 15 with none, and the Leaderboard's
-                # p99 at 2,000-2,500 batches/s 2x longer (docs/benchmarks.md, session 29).
+                # the Leaderboard's p99 at 2,000-2,500 batches/s was 2-4x this one's in
+                # five pairs of five (docs/benchmarks.md, session 29).
                 "linger.ms": 0,
                 "queue.buffering.max.messages": 500_000,
                 "message.max.bytes": self.settings.kafka_max_record_bytes + RECORD_FRAMING,
