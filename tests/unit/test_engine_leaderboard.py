@@ -17,16 +17,50 @@ from leaderboard.votegen import write_votes_file
 from leaderboard.votes_file import iter_batches
 from tests.fakes import MemoryBase
 from tests.reference.leaderboard_ref import run_reference
+from txstream import App
+from txstream.config import Settings
+from txstream.engine.group import Group
 from txstream.engine.partition_engine import PartitionEngine
+from txstream.model.declarations import Key, Record
+from txstream.schemas.registry import SchemaRegistry
+from txstream.state.codec import StateCodec, table_rows
+from txstream.state.committed import CommittedState
+from txstream.state.store import StateStore
+
+
+class RocksBase:
+    """The worker's committed state: RocksDB behind its caches, each group encoded as the
+    commit thread encodes it and applied as the task thread applies it."""
+
+    def __init__(self, app: App, path: Path) -> None:
+        self.codec = StateCodec(app.dataflow(), SchemaRegistry(Settings().schema_dir))
+        self.store = StateStore.open(path)
+        self.state = CommittedState(self.store, self.codec)
+
+    def apply(self, group: Group) -> None:
+        self.state.apply(self.codec.encode_writes(group.ws), self.state.log_offset() + 1)
+
+    @property
+    def tables(self) -> dict[str, dict[Key, Record]]:
+        return table_rows(self.codec, dict(self.store.scan(b"")))
 
 
 def run_engine(
-    votes: Path, params: Params, batch_size: int, group_every: int, pipelined: bool = False
+    votes: Path,
+    params: Params,
+    batch_size: int,
+    group_every: int,
+    pipelined: bool = False,
+    rocksdb: Path | None = None,
 ) -> dict[str, object]:
     """`pipelined`: each group reaches the base only once the next one is under way, as
-    when its commit is in flight, so the engine must read through it meanwhile."""
-    base = MemoryBase()
-    engine = PartitionEngine(build_app(params).dataflow(), base, 0, vars(params))
+    when its commit is in flight, so the engine must read through it meanwhile.
+    `rocksdb`: the committed state is the worker's, in a RocksDB there."""
+    app = build_app(params)
+    base = MemoryBase() if rocksdb is None else RocksBase(app, rocksdb)
+    engine = PartitionEngine(
+        app.dataflow(), base if rocksdb is None else base.state, 0, vars(params)
+    )
     names = contestants(params.contestants)
     engine.process(
         "contestant_rows",
@@ -63,7 +97,10 @@ def run_engine(
         engine.committed()
     base.apply(engine.take_group())
     assert engine.group.aborts == []
-    return result_document(base.tables)
+    document = result_document(base.tables)
+    if isinstance(base, RocksBase):
+        base.store.close()
+    return document
 
 
 @pytest.mark.parametrize(
@@ -97,5 +134,34 @@ def test_engine_agrees_with_reference(
         batch_size=batch_size,
     )
     got = run_engine(votes, params, batch_size, group_every, pipelined)
+    assert got == {k: expected[k] for k in got}
+    assert got["removed"], "the case must exercise removals"
+
+
+@pytest.mark.parametrize(
+    ("seed", "params", "batch_size", "group_every", "pipelined"),
+    [
+        (6, Params(contestants=12, threshold=1000, window=100, slide=10), 1, 1, False),
+        (7, Params(contestants=12, threshold=1000, window=100, slide=1), 1, 1, True),
+        (8, Params(contestants=12, threshold=1000, window=100, slide=10), 10, 7, True),
+    ],
+)
+def test_engine_over_rocksdb_and_its_caches_agrees_with_reference(
+    tmp_path: Path, seed: int, params: Params, batch_size: int, group_every: int, pipelined: bool
+) -> None:
+    """Small groups, so rows and the window are read back through the caches after almost
+    every commit."""
+    votes = tmp_path / "votes.txt"
+    write_votes_file(votes, 4000, contestants=params.contestants, seed=seed)
+    expected = run_reference(
+        votes,
+        contestants=params.contestants,
+        threshold=params.threshold,
+        max_votes=params.max_votes,
+        window=params.window,
+        slide=params.slide,
+        batch_size=batch_size,
+    )
+    got = run_engine(votes, params, batch_size, group_every, pipelined, tmp_path / "db")
     assert got == {k: expected[k] for k in got}
     assert got["removed"], "the case must exercise removals"
