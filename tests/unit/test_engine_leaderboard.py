@@ -57,10 +57,13 @@ def run_engine(
     when its commit is in flight, so the engine must read through it meanwhile.
     `rocksdb`: the committed state is the worker's, in a RocksDB there."""
     app = build_app(params)
-    base = MemoryBase() if rocksdb is None else RocksBase(app, rocksdb)
-    engine = PartitionEngine(
-        app.dataflow(), base if rocksdb is None else base.state, 0, vars(params)
-    )
+    base: MemoryBase | RocksBase
+    if rocksdb is None:
+        base = MemoryBase()
+        engine = PartitionEngine(app.dataflow(), base, 0, vars(params))
+    else:
+        base = RocksBase(app, rocksdb)
+        engine = PartitionEngine(app.dataflow(), base.state, 0, vars(params))
     names = contestants(params.contestants)
     engine.process(
         "contestant_rows",
