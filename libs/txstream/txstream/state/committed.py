@@ -4,13 +4,13 @@ It changes only in `apply`, after Kafka has committed the group that produced th
 so the caches can never hold an uncommitted value. Each apply records how far into the
 recovery log (the changelog, or the command log) the stored state reaches.
 
-The row cache is keyed by (table, key), so a read that hits it encodes no key. An applied
-group's writes to cached rows replace them with the bytes RocksDB now holds (write-through),
-decoded on their next read: a hot row written by every group is not read back from RocksDB
-after each commit, and what a read returns is exactly what a read from RocksDB would (a
-row is not cached as the procedure put it: an int in a double field comes back a float
-either way). Window states are written through the same way, decoded already
-(`window_codec`).
+The row cache is keyed by table, then key, so a read that hits it encodes no key. An
+applied group's writes to cached rows replace them with the bytes RocksDB now holds
+(write-through), decoded on their next read: a hot row written by every group is not read
+back from RocksDB after each commit, and what a read returns is exactly what a read from
+RocksDB would (a row is not cached as the procedure put it: an int in a double field comes
+back a float either way). A written window's state goes in as its record decodes, which
+`window_codec` hands back with the record.
 
 Besides rows, small scans are cached, decoded: a procedure or trigger that scans a table
 on every batch (a leaderboard's trending counts) then decodes it once per group commit,
@@ -46,7 +46,7 @@ class CommittedState:
         # table -> key -> the row (None: absent), or its bytes until read
         self._rows: dict[str, dict[Key, object]] = {}
         self._cached = 0  # rows cached since the cache was last emptied (an upper bound)
-        self._windows: dict[str, object] = {}  # name -> the same, for window states
+        self._windows: dict[str, WindowState | None] = {}  # name -> state (None: empty)
         self._cache_size = cache_size
         self._scans: dict[tuple[str, Key], list[tuple[Key, Record]]] = {}
 
@@ -83,14 +83,10 @@ class CommittedState:
         return iter(rows)
 
     def window(self, name: str) -> WindowState | None:
-        state = self._windows.get(name, _ABSENT)
-        if type(state) is bytes:
-            state = self._windows[name] = self.codec.decode_window(name, state)
-        elif state is _ABSENT:
+        if name not in self._windows:
             data = self.store.get(self.codec.window_key(name))
-            state = None if data is None else self.codec.decode_window(name, data)
-            self._windows[name] = state
-        return state  # type: ignore[return-value]
+            self._windows[name] = None if data is None else self.codec.decode_window(name, data)
+        return self._windows[name]
 
     def log_offset(self) -> int:
         """The next log offset to apply: everything before it is in RocksDB."""
@@ -110,7 +106,7 @@ class CommittedState:
         for (table, key), data in zip(writes.origins, writes.values(), strict=True):
             if table == WINDOW_TABLE:
                 name = str(key[0])
-                windows[name] = writes.windows.get(name, data)
+                windows[name] = writes.windows[name]
                 continue
             touched.add(table)
             rows = tables.get(table)
