@@ -27,7 +27,7 @@ import typer
 
 from bench.machine_info import machine, machine_text
 from leaderboard.dataflow import Params, build_app
-from leaderboard.reference_data import contestants, load_area_code_states
+from leaderboard.reference_data import reference_batches
 from leaderboard.votegen import write_votes_file
 from leaderboard.votes_file import iter_batches
 from txstream.commit.record_limit import RecordLimit
@@ -66,11 +66,8 @@ def run_once(
         engine = PartitionEngine(app.dataflow(), state, 0, app.params,
                                  timer=metrics.te_timer(app.name), seal=seal,
                                  flat_tables=codec.flat_tables)  # fmt: skip
-        rows = [{"contestant_number": n, "contestant_name": name, "num_votes": 0}
-                for n, name in contestants(int(app.params["contestants"])).items()]  # fmt: skip
-        engine.process("contestant_rows", 1, rows)
-        codes = [{"area_code": a, "state": s} for a, s in load_area_code_states().items()]
-        engine.process("area_code_rows", 1, codes)
+        for stream, tuples in reference_batches(int(app.params["contestants"])).items():
+            engine.process(stream, 1, tuples)
         offset = 0
 
         def commit() -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from leaderboard.reference_data import contestants, load_area_code_states
+from leaderboard.reference_data import reference_batches
 from leaderboard.votes_file import iter_batches
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
@@ -45,15 +45,8 @@ class Loader:
     def load_reference_data(self) -> None:
         """Contestants and area codes, as batch 1 of their streams, in one transaction."""
         self.producer.begin_transaction()
-        rows: list[dict[str, object]] = [
-            {"contestant_number": n, "contestant_name": name, "num_votes": 0}
-            for n, name in contestants(self.app.params["contestants"]).items()
-        ]
-        self._send("contestant_rows", 1, rows)
-        codes: list[dict[str, object]] = [
-            {"area_code": a, "state": s} for a, s in load_area_code_states().items()
-        ]
-        self._send("area_code_rows", 1, codes)
+        for stream, tuples in reference_batches(self.app.params["contestants"]).items():
+            self._send(stream, 1, tuples)
         self.producer.commit_transaction()
 
     def load_votes(

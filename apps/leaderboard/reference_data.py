@@ -14,6 +14,9 @@ AREA_CODES_FILE = "area_code_state.csv"
 CONTESTANTS_FILE = "contestants.csv"
 
 
+Row = dict[str, object]
+
+
 class ReferenceDataError(ValueError):
     """A reference CSV is missing a column or holds a value of the wrong kind."""
 
@@ -78,3 +81,18 @@ def contestants(count: int, data_dir: Path = DEFAULT_DATA_DIR) -> dict[int, str]
         raise ValueError(f"need at least one contestant, got {count}")
     names = load_contestant_names(data_dir)
     return {number: names[(number - 1) % len(names)] for number in range(1, count + 1)}
+
+
+def reference_batches(count: int, data_dir: Path = DEFAULT_DATA_DIR) -> dict[str, list[Row]]:
+    """The reference data as the tuples of batch 1 of its two streams: contestants 1..count
+    with no votes yet (`contestant_rows`), and area codes with their states
+    (`area_code_rows`)."""
+    return {
+        "contestant_rows": [
+            {"contestant_number": n, "contestant_name": name, "num_votes": 0}
+            for n, name in contestants(count, data_dir).items()
+        ],
+        "area_code_rows": [
+            {"area_code": a, "state": s} for a, s in load_area_code_states(data_dir).items()
+        ],
+    }

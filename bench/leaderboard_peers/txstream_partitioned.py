@@ -26,7 +26,7 @@ from confluent_kafka import Consumer, TopicPartition
 from bench.leaderboard_peers.check import Measured
 from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
-from leaderboard.reference_data import contestants, load_area_code_states
+from leaderboard.reference_data import reference_batches
 from leaderboard.results import REJECT_REASONS, result_document
 from leaderboard.votes_file import iter_batches
 from txstream.config import Settings
@@ -78,16 +78,10 @@ def _board(tables: dict[str, Any]) -> dict[str, Any]:
 
 def _load_reference(loader: Loader, topics: AppTopics, partitions: int, params: Params) -> None:
     """Contestants and area codes, as batch 1 of their streams on every partition."""
-    rows: list[dict[str, object]] = [
-        {"contestant_number": n, "contestant_name": name, "num_votes": 0}
-        for n, name in contestants(params.contestants).items()
-    ]
-    codes: list[dict[str, object]] = [
-        {"area_code": a, "state": s} for a, s in load_area_code_states().items()
-    ]
+    batches = reference_batches(params.contestants)
     loader.producer.begin_transaction()
     for p in range(partitions):
-        for stream, tuples in (("contestant_rows", rows), ("area_code_rows", codes)):
+        for stream, tuples in batches.items():
             value = loader.codecs[stream].encode(stream, 1, tuples)
             send(loader.producer, topics.stream(stream), value, partition=p)
     loader.producer.commit_transaction()
