@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from leaderboard.dataflow import Params, build_app
-from leaderboard.reference_data import contestants, load_area_code_states
+from leaderboard.reference_data import reference_batches
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
 from leaderboard.votes_file import iter_batches
@@ -64,17 +64,8 @@ def run_engine(
     else:
         base = RocksBase(app, rocksdb)
         engine = PartitionEngine(app.dataflow(), base.state, 0, vars(params))
-    names = contestants(params.contestants)
-    engine.process(
-        "contestant_rows",
-        1,
-        [
-            {"contestant_number": n, "contestant_name": name, "num_votes": 0}
-            for n, name in names.items()
-        ],
-    )
-    codes = load_area_code_states()
-    engine.process("area_code_rows", 1, [{"area_code": a, "state": s} for a, s in codes.items()])
+    for stream, tuples in reference_batches(params.contestants).items():
+        engine.process(stream, 1, tuples)
     base.apply(engine.take_group())
     in_flight = None
     for batch in iter_batches(votes, batch_size):
@@ -106,6 +97,18 @@ def run_engine(
     return document
 
 
+def reference(votes: Path, params: Params, batch_size: int) -> dict[str, object]:
+    return run_reference(
+        votes,
+        contestants=params.contestants,
+        threshold=params.threshold,
+        max_votes=params.max_votes,
+        window=params.window,
+        slide=params.slide,
+        batch_size=batch_size,
+    )
+
+
 @pytest.mark.parametrize(
     ("seed", "count", "params", "batch_size", "group_every", "pipelined"),
     [
@@ -127,15 +130,7 @@ def test_engine_agrees_with_reference(
 ) -> None:
     votes = tmp_path / "votes.txt"
     write_votes_file(votes, count, contestants=params.contestants, seed=seed)
-    expected = run_reference(
-        votes,
-        contestants=params.contestants,
-        threshold=params.threshold,
-        max_votes=params.max_votes,
-        window=params.window,
-        slide=params.slide,
-        batch_size=batch_size,
-    )
+    expected = reference(votes, params, batch_size)
     got = run_engine(votes, params, batch_size, group_every, pipelined)
     assert got == {k: expected[k] for k in got}
     assert got["removed"], "the case must exercise removals"
@@ -156,15 +151,7 @@ def test_engine_over_rocksdb_and_its_caches_agrees_with_reference(
     every commit."""
     votes = tmp_path / "votes.txt"
     write_votes_file(votes, 4000, contestants=params.contestants, seed=seed)
-    expected = run_reference(
-        votes,
-        contestants=params.contestants,
-        threshold=params.threshold,
-        max_votes=params.max_votes,
-        window=params.window,
-        slide=params.slide,
-        batch_size=batch_size,
-    )
+    expected = reference(votes, params, batch_size)
     got = run_engine(votes, params, batch_size, group_every, pipelined, tmp_path / "db")
     assert got == {k: expected[k] for k in got}
     assert got["removed"], "the case must exercise removals"
