@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import itertools
 import random
 
@@ -131,3 +132,19 @@ def test_unsupported_parts_are_rejected(bad: object) -> None:
 def test_malformed_bytes_are_rejected(data: bytes) -> None:
     with pytest.raises(ValueError):
         decode_key(data)
+
+
+def test_subclasses_of_int_and_str_encode_as_their_values() -> None:
+    """Plain ints and strs take a fast path by exact type; their subclasses (enums, say)
+    must still encode as the values they stand for, and bool must still be refused."""
+
+    class Code(enum.IntEnum):
+        SEVEN = 7
+
+    class Name(enum.StrEnum):
+        ANN = "ann"
+
+    assert encode_key((Code.SEVEN, Name.ANN)) == encode_key((7, "ann"))
+    assert decode_key(encode_key((Code.SEVEN, Name.ANN))) == (7, "ann")
+    with pytest.raises(TypeError):
+        encode_key((False,))

@@ -20,6 +20,8 @@ point order, so every Python str round-trips.
 
 from __future__ import annotations
 
+import struct
+
 Part = int | str | bytes
 Key = tuple[Part, ...]
 
@@ -32,31 +34,41 @@ _BYTES = 0x30
 _BIAS = 1 << 63
 _ESCAPED_NUL = b"\x00\xff"
 _END = b"\x00\x01"
+_STR_TAG = bytes([_STR])
+_INT_PART = struct.Struct(">BQ").pack
 
 
 def encode_key(parts: Key) -> bytes:
     """Encode a tuple so that byte order equals tuple order (see the module docstring)."""
-    out = bytearray()
+    # Plain ints and strs, almost every key part, are checked by exact type: a state write
+    # encodes several keys, so this runs a few times per batch.
+    pieces = []
     for part in parts:
-        if isinstance(part, bool):
-            # bool is an int subclass, but would come back as int and break the round trip.
-            raise TypeError(f"key part {part!r}: bool is not a key type")
-        if isinstance(part, int):
-            if not -_BIAS <= part < _BIAS:
-                raise ValueError(f"key part {part}: outside signed 64-bit range")
-            out.append(_INT)
-            out += (part + _BIAS).to_bytes(8, "big")
-        elif isinstance(part, str):
-            out.append(_STR)
-            out += part.encode("utf-8", "surrogatepass").replace(b"\x00", _ESCAPED_NUL)
-            out += _END
-        elif isinstance(part, bytes):
-            out.append(_BYTES)
-            out += part.replace(b"\x00", _ESCAPED_NUL)
-            out += _END
+        if type(part) is int:
+            try:
+                pieces.append(_INT_PART(_INT, part + _BIAS))
+            except struct.error:
+                raise ValueError(f"key part {part}: outside signed 64-bit range") from None
+        elif type(part) is str:
+            body = part.encode("utf-8", "surrogatepass")
+            pieces.append(_STR_TAG + body.replace(b"\x00", _ESCAPED_NUL) + _END)
         else:
-            raise TypeError(f"key part {part!r}: type {type(part).__name__} is not a key type")
-    return bytes(out)
+            pieces.append(_other_part(part))
+    return b"".join(pieces)
+
+
+def _other_part(part: object) -> bytes:
+    """A part that is not a plain int or str: bytes, or a subclass of int, str or bytes."""
+    if isinstance(part, bool):
+        # bool is an int subclass, but would come back as int and break the round trip.
+        raise TypeError(f"key part {part!r}: bool is not a key type")
+    if isinstance(part, int):
+        return encode_key((int(part),))
+    if isinstance(part, str):
+        return encode_key((str(part),))
+    if isinstance(part, bytes):
+        return bytes([_BYTES]) + part.replace(b"\x00", _ESCAPED_NUL) + _END
+    raise TypeError(f"key part {part!r}: type {type(part).__name__} is not a key type")
 
 
 def prefix(parts: Key) -> bytes:
