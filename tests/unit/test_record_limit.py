@@ -34,6 +34,8 @@ WIDE = "é€😀" * 50  # 2, 3 and 4 bytes a character in UTF-8
         ("contestants", (7,), {"contestant_number": 7, "contestant_name": "", "num_votes": 0}),
         ("contestants", (7,), {"contestant_number": 7, "contestant_name": WIDE, "num_votes": 1}),
         ("votes_by_contestant", (3, 2**40), {}),
+        ("stats", (b"\x00" * 5000,), {"value": 1}),  # each NUL escaped to two bytes
+        ("stats", ("\x00" * 5000,), {"value": 1}),
     ],
 )
 def test_the_bound_is_at_least_the_encoded_record(table: str, key: Key, row: Record) -> None:

@@ -76,10 +76,15 @@ class RecordLimit:
             return sealed
         for table, rows in ws.tables.items():
             bound = self.bounds.get(table)
+            if bound is None:
+                for key, row in rows.items():
+                    if row is not TOMBSTONE:
+                        self._check_row(table, key, row)
+                continue
+            size = bound.size
             for key, row in rows.items():
-                if row is TOMBSTONE or (bound is not None and bound.size(key, row) <= limit):
-                    continue
-                self._check_row(table, key, row)
+                if row is not TOMBSTONE and size(key, row) > limit:
+                    self._check_row(table, key, row)
         return sealed
 
     def _check_encoded(self, ws: WriteSet) -> None:
@@ -135,11 +140,16 @@ class RowBound:
                 self.fixed += _bound(f["default"])
         self.variable = tuple(variable)
 
-    def size(self, key: tuple[object, ...], row: Mapping[str, object]) -> int:
+    def size(self, key: Key, row: Mapping[str, object]) -> int:
         """At least the length of the changelog record (key and value) of `row` at `key`."""
-        n = self.fixed
+        n = self.fixed + _SCALAR * len(key)
         for part in key:
-            n += _SCALAR + 4 * len(part) if type(part) is str else _SCALAR
+            if type(part) is int:
+                continue
+            if isinstance(part, str):
+                n += 4 * len(part)
+            elif isinstance(part, bytes):  # a NUL is escaped to two bytes
+                n += 2 * len(part)
         if self.variable is None:
             for v in row.values():
                 n += _bound(v)
