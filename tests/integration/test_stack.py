@@ -63,6 +63,8 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
         assert up.returncode == 0, up.stdout + up.stderr
         pid = int(pidfile.read_text())
         assert is_alive(pid)
+        # the broker's JVM took the default options (ZGC) and answers with them
+        assert Settings().kafka_jvm_options in cmdline(pid)
         prometheus = int((Path(home) / "run" / "prometheus.pid").read_text())
         assert is_alive(prometheus)
         registry = int((Path(home) / "run" / "registry.pid").read_text())

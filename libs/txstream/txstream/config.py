@@ -59,6 +59,11 @@ class Settings(BaseSettings):
     kafka_controller_port: int = 9192
     kafka_libs: Path = project_root() / "build" / "kafka" / "libs"
     kafka_heap: str = "768m"
+    # The native stack's broker JVM. ZGC's pauses are under a millisecond; G1's young
+    # collections, once per few seconds under load, paused the broker 26-72 ms on two shared
+    # cores, and in three paced runs held 106-260 of the 260 slowest batches
+    # (docs/benchmarks.md, session 30). "" keeps the JVM's defaults.
+    kafka_jvm_options: str = "-XX:+UseZGC"
     # The native stack's broker count: 1, or 3 for a KRaft cluster whose topics have three
     # replicas and accept a write once two hold it. Node n (1-based) listens on kafka_port
     # + n - 1 and kafka_controller_port + n - 1.

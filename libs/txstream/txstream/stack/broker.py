@@ -254,7 +254,7 @@ class KafkaBroker:
             base[0],
             f"-Xms{heap}",
             f"-Xmx{heap}",
-            "-XX:+UseG1GC",
+            *self.settings.kafka_jvm_options.split(),
             *base[1:],
             "kafka.Kafka",
             str(self.conf_dir / "server.properties"),
