@@ -144,7 +144,12 @@ def test_subclasses_of_int_and_str_encode_as_their_values() -> None:
     class Name(enum.StrEnum):
         ANN = "ann"
 
+    class Shouted(str):
+        def __str__(self) -> str:
+            return self.upper()
+
     assert encode_key((Code.SEVEN, Name.ANN)) == encode_key((7, "ann"))
+    assert encode_key((Shouted("ann"),)) == encode_key(("ann",))  # its value, not its str()
     assert decode_key(encode_key((Code.SEVEN, Name.ANN))) == (7, "ann")
     with pytest.raises(TypeError):
         encode_key((False,))

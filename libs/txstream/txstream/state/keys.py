@@ -35,6 +35,7 @@ _BIAS = 1 << 63
 _ESCAPED_NUL = b"\x00\xff"
 _END = b"\x00\x01"
 _STR_TAG = bytes([_STR])
+_BYTES_TAG = bytes([_BYTES])
 _INT_PART = struct.Struct(">BQ").pack
 
 
@@ -50,8 +51,7 @@ def encode_key(parts: Key) -> bytes:
             except struct.error:
                 raise ValueError(f"key part {part}: outside signed 64-bit range") from None
         elif type(part) is str:
-            body = part.encode("utf-8", "surrogatepass")
-            pieces.append(_STR_TAG + body.replace(b"\x00", _ESCAPED_NUL) + _END)
+            pieces.append(_str_part(part))
         else:
             pieces.append(_other_part(part))
     return b"".join(pieces)
@@ -65,10 +65,15 @@ def _other_part(part: object) -> bytes:
     if isinstance(part, int):
         return encode_key((int(part),))
     if isinstance(part, str):
-        return encode_key((str(part),))
+        return _str_part(part)
     if isinstance(part, bytes):
-        return bytes([_BYTES]) + part.replace(b"\x00", _ESCAPED_NUL) + _END
+        return _BYTES_TAG + part.replace(b"\x00", _ESCAPED_NUL) + _END
     raise TypeError(f"key part {part!r}: type {type(part).__name__} is not a key type")
+
+
+def _str_part(part: str) -> bytes:
+    body = part.encode("utf-8", "surrogatepass")
+    return _STR_TAG + body.replace(b"\x00", _ESCAPED_NUL) + _END
 
 
 def prefix(parts: Key) -> bytes:
