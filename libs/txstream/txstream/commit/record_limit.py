@@ -76,14 +76,8 @@ class RecordLimit:
             return sealed
         for table, rows in ws.tables.items():
             bound = self.bounds.get(table)
-            if bound is None:
-                for key, row in rows.items():
-                    if row is not TOMBSTONE:
-                        self._check_row(table, key, row)
-                continue
-            size = bound.size
             for key, row in rows.items():
-                if row is not TOMBSTONE and size(key, row) > limit:
+                if row is not TOMBSTONE and (bound is None or bound.size(key, row) > limit):
                     self._check_row(table, key, row)
         return sealed
 
