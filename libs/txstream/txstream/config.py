@@ -60,7 +60,7 @@ class Settings(BaseSettings):
     kafka_libs: Path = project_root() / "build" / "kafka" / "libs"
     kafka_heap: str = "768m"
     # The native stack's broker JVM. ZGC's pauses are under a millisecond; G1's young
-    # collections, once per few seconds under load, paused the broker 26-72 ms on two shared
+    # collections, once per few seconds under load, paused the broker 20-83 ms on two shared
     # cores, and in three paced runs held 106-260 of the 260 slowest batches
     # (docs/benchmarks.md, session 30). "" keeps the JVM's defaults.
     kafka_jvm_options: str = "-XX:+UseZGC"
