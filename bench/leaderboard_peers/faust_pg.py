@@ -42,6 +42,7 @@ from bench.leaderboard_peers.sql_leaderboard import (
 from bench.leaderboard_peers.votes_topic import produce_votes
 from leaderboard.dataflow import Params
 from txstream.config import Settings
+from txstream.cpus import pinning
 
 ROOT = Path(__file__).resolve().parents[2]
 GUARANTEES = "ACID per batch; order (1 partition); exactly-once in the DB (offset in the txn)"
@@ -142,6 +143,7 @@ def run(
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
+        preexec_fn=pinning(settings.worker_cpu_set, "worker_cpus"),  # as a txstream worker's
     )
     try:
         first_n, first_t = 0, 0.0

@@ -17,6 +17,7 @@ from bench.leaderboard_peers.votes_topic import KEY, produce_votes
 from leaderboard.dataflow import Params
 from leaderboard.reference_data import AREA_CODES_FILE, DEFAULT_DATA_DIR
 from txstream.config import Settings
+from txstream.cpus import pinning
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config, read_committed_consumer_config
 
@@ -68,7 +69,9 @@ def run(
         ),
     ]
     log = (work / f"{name}.log").open("w")
-    app = subprocess.Popen(argv, cwd=work, stdout=log, stderr=subprocess.STDOUT)
+    # On the CPUs a txstream worker gets (`worker_cpus`), so both run on the same ground.
+    pin = pinning(settings.worker_cpu_set, "worker_cpus")
+    app = subprocess.Popen(argv, cwd=work, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin)
     consumer = Consumer(read_committed_consumer_config(settings, f"{name}-reader"))
     consumer.assign([TopicPartition(sink, 0, 0)])
     try:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.conftest import free_port
 from tests.faults.scale import LONG
+from tests.proc_cpus import thread_cpu_lists
 from txstream.config import Settings, project_root
 from txstream.pids import cmdline, is_alive
 from txstream.stack.broker import KafkaBroker
@@ -47,9 +48,12 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
     """In `make faults`, with a Spark standalone cluster of two workers too (~20 s more).
 
     The stored cluster id starts with '-', as a random base64url id does about once in 32
-    starts: the broker's storage format must take it as an id, not an option."""
+    starts: the broker's storage format must take it as an id, not an option. The broker
+    is kept to one CPU, as `kafka_cpus` asks."""
     workers = 2 if LONG else 0
+    cpu = max(os.sched_getaffinity(0))  # the broker kept to one CPU (`kafka_cpus`)
     stack_env = stack_env | {
+        "TXSTREAM_KAFKA_CPUS": str(cpu),
         "TXSTREAM_SPARK_WORKERS": str(workers),
         "TXSTREAM_SPARK_MASTER_PORT": str(free_port()),
         "TXSTREAM_SPARK_UI_PORT": str(free_port()),
@@ -65,6 +69,7 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
         assert is_alive(pid)
         # the broker's JVM took the default options (ZGC) and answers with them
         assert Settings().kafka_jvm_options in cmdline(pid)
+        assert set(thread_cpu_lists(pid).values()) == {str(cpu)}  # every JVM thread
         prometheus = int((Path(home) / "run" / "prometheus.pid").read_text())
         assert is_alive(prometheus)
         registry = int((Path(home) / "run" / "registry.pid").read_text())

@@ -10,13 +10,15 @@ import os
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field, SecretStr, model_validator
+from pydantic import Field, SecretStr, ValidationInfo, field_validator, model_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from txstream.cpus import parse_cpus
 
 
 def default_schema_dir() -> Path:
@@ -64,6 +66,13 @@ class Settings(BaseSettings):
     # cores, and in three paced runs held 106-260 of the 260 slowest batches
     # (docs/benchmarks.md, session 30). "" keeps the JVM's defaults.
     kafka_jvm_options: str = "-XX:+UseZGC"
+    # CPUs (a Linux CPU list: "0", "1-3", "0,2") the native broker, and each worker, may run
+    # on; "" leaves them to the OS. On one machine, apart, they do not preempt each other
+    # (`txstream.cpus`): the Leaderboard's p99 at 3,000 batches/s on two cores went from
+    # 108-397 ms to 43-61 with the broker on CPU 0 and the worker on CPU 1. Off by default:
+    # several workers kept to a part of a small machine share it (docs/benchmarks.md).
+    kafka_cpus: str = ""
+    worker_cpus: str = ""
     # The native stack's broker count: 1, or 3 for a KRaft cluster whose topics have three
     # replicas and accept a write once two hold it. Node n (1-based) listens on kafka_port
     # + n - 1 and kafka_controller_port + n - 1.
@@ -137,6 +146,12 @@ class Settings(BaseSettings):
         toml = TomlConfigSettingsSource(settings_cls, toml_file=_config_file())
         return (init_settings, env_settings, toml)
 
+    @field_validator("kafka_cpus", "worker_cpus")
+    @classmethod
+    def _cpu_list(cls, value: str, info: ValidationInfo) -> str:
+        parse_cpus(value, str(info.field_name))
+        return value
+
     @model_validator(mode="after")
     def _ports_apart(self) -> Settings:
         clients = range(self.kafka_port, self.kafka_port + self.kafka_brokers)
@@ -195,6 +210,14 @@ class Settings(BaseSettings):
             return self.http_token.get_secret_value()
         path = self.secrets_dir / "http.token"
         return path.read_text().strip() if self.secure and path.exists() else None
+
+    @property
+    def kafka_cpu_set(self) -> frozenset[int]:
+        return parse_cpus(self.kafka_cpus, "kafka_cpus")
+
+    @property
+    def worker_cpu_set(self) -> frozenset[int]:
+        return parse_cpus(self.worker_cpus, "worker_cpus")
 
     @property
     def kafka_replication(self) -> int:

@@ -11,6 +11,7 @@ import typer
 
 from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
+from txstream.cpus import CpuSetError, pin_self
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.published_schemas import publish
 from txstream.kafka.topics import AppTopics, ensure_app_topics
@@ -88,6 +89,11 @@ def run(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
     settings = Settings().as_service("worker")
+    try:  # before any thread starts: each inherits the set
+        pin_self(settings.worker_cpu_set, "worker_cpus")
+    except CpuSetError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
     ensure_app_topics(TopicAdmin(settings), application, settings.kafka_partitions)
     registry = SchemaRegistry(settings.schema_dir)
     streams = application.decl.streams.values()

@@ -21,6 +21,7 @@ from typing import Any
 from confluent_kafka.admin import AdminClient
 
 from txstream.config import Settings
+from txstream.cpus import pinning
 from txstream.kafka.clients import common_config
 from txstream.stack import security
 from txstream.stack.process import ManagedProcess, port_free, wait_answering
@@ -132,7 +133,8 @@ class KafkaBroker:
             security.ensure_tls(self.settings)
         self._write_config()
         self._format_once()
-        return self.process.spawn(self._java_argv(), self.log_file)
+        pin = pinning(self.settings.kafka_cpu_set, "kafka_cpus")
+        return self.process.spawn(self._java_argv(), self.log_file, pin=pin)
 
     def answers(self, timeout_s: float = 2.0) -> bool:
         """True when a metadata request succeeds: the broker is serving clients.

@@ -59,8 +59,15 @@ class ManagedProcess:
     def clear(self) -> None:
         self.pidfile.unlink(missing_ok=True)
 
-    def spawn(self, argv: list[str], log: Path, env: dict[str, str] | None = None) -> int:
-        """Start detached (own session), so the stack outlives the command that started it."""
+    def spawn(
+        self,
+        argv: list[str],
+        log: Path,
+        env: dict[str, str] | None = None,
+        pin: Callable[[], None] | None = None,
+    ) -> int:
+        """Start detached (own session), so the stack outlives the command that started it.
+        `pin` runs in the child before it executes (`txstream.cpus.pinning`)."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         log.parent.mkdir(parents=True, exist_ok=True)
         with log.open("ab") as out:
@@ -71,6 +78,7 @@ class ManagedProcess:
                 stdin=subprocess.DEVNULL,
                 start_new_session=True,
                 env=env,
+                preexec_fn=pin,
             )
         self.pidfile.write_text(f"{proc.pid}\n")
         return proc.pid
