@@ -46,6 +46,7 @@ def markdown(results: Sequence[Measured], meta: dict[str, Any]) -> str:
     base = baseline(results)
     out = [
         f"Date: {meta['date']}. Machine: {meta['machine_text']}. Command: `{meta['command']}`.",
+        f"CPUs: {meta.get('cpus', 'not recorded')}.",
         f"Votes: {meta['votes']:,} ({meta['params']}), the same file for every system; "
         "reference: `tests/reference/leaderboard_ref.py`.",
         "",

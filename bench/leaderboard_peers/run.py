@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shlex
 import sys
 import tempfile
@@ -46,6 +47,8 @@ from leaderboard.dataflow import Params
 from leaderboard.votegen import write_votes_file
 from tests.reference.leaderboard_ref import run_reference
 from txstream.config import Settings
+from txstream.cpus import cpu_text
+from txstream.stack.broker import KafkaBroker
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEMS = ("sync", "faust", "quix", "txstream", "relaxed")
@@ -105,6 +108,18 @@ def run_all(
     return [measure(s, runners[s], reference) for s in args.systems]
 
 
+def cpu_placement(settings: Settings) -> str:
+    """Which CPUs the broker, and the workers and peers, ran on (`kafka_cpus`,
+    `worker_cpus`): the broker's as its process has them, since it was started apart."""
+    every = cpu_text(frozenset(os.sched_getaffinity(0)))
+    pid = KafkaBroker(settings).process.live_pid()
+    broker = "external" if pid is None else cpu_text(frozenset(os.sched_getaffinity(pid)))
+    workers = cpu_text(settings.worker_cpu_set) or every
+    if broker == every == workers:
+        return f"any of {every} for every process"
+    return f"broker {broker}, workers and peers {workers}, the load generators any of {every}"
+
+
 def systems(text: str) -> list[str]:
     chosen = [s.strip() for s in text.split(",") if s.strip()]
     unknown = set(chosen) - set(SYSTEMS)
@@ -157,6 +172,7 @@ def main() -> None:
         ),
         "machine": machine(),
         "machine_text": machine_text(machine()),
+        "cpus": cpu_placement(Settings()),
         "votes": args.votes,
         "batch_size": args.batch_size,
         "params": ", ".join(f"{k}={v}" for k, v in asdict(params).items())

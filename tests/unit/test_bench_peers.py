@@ -70,8 +70,16 @@ def test_differences_name_each_wrong_key_and_the_report_flags_it() -> None:
     failed = Measured("broken peer", "", 0, 0.0, "", None, error="RuntimeError: boom")
     table = report.markdown(
         [base, peer, failed],
-        {"date": "d", "machine_text": "m", "command": "c", "votes": 100, "params": "p"},
+        {
+            "date": "d",
+            "machine_text": "m",
+            "command": "c",
+            "votes": 100,
+            "params": "p",
+            "cpus": "broker 0, workers and peers 1",
+        },
     )
+    assert "CPUs: broker 0, workers and peers 1." in table  # where each ran, named
     assert "| txstream, all guarantees | 100 | 1.00x | correct |" in table
     assert "| peer | 50 | 0.50x | **INCORRECT** (differs in top3;" in table
     assert "| broken peer |  |  | **failed**: RuntimeError: boom |" in table
