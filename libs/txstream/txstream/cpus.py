@@ -20,9 +20,9 @@ class CpuSetError(ValueError):
 
 def parse_cpus(text: str, setting: str) -> frozenset[int]:
     """The CPUs `text` lists; empty for "" (no restriction). `setting` names it in errors."""
-    cpus: set[int] = set()
     if not text.strip():
         return frozenset()
+    cpus: set[int] = set()
     for item in text.replace(" ", "").split(","):
         low, dash, high = item.partition("-")
         if not low.isdigit() or (dash and not high.isdigit()):

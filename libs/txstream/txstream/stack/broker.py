@@ -126,6 +126,7 @@ class KafkaBroker:
 
     def spawn(self) -> int:
         """Format storage on first use and spawn the broker, without waiting for it."""
+        pin = pinning(self.settings.kafka_cpu_set, "kafka_cpus")  # refused before any change
         self._check_jars()
         self._check_port_free()
         if self.settings.secure:
@@ -133,7 +134,6 @@ class KafkaBroker:
             security.ensure_tls(self.settings)
         self._write_config()
         self._format_once()
-        pin = pinning(self.settings.kafka_cpu_set, "kafka_cpus")
         return self.process.spawn(self._java_argv(), self.log_file, pin=pin)
 
     def answers(self, timeout_s: float = 2.0) -> bool:
