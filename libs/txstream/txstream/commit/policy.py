@@ -23,17 +23,17 @@ class CommitPolicy:
     engine, which then fills the next group more slowly still: a worker can stay in that
     state for the first half second of a burst (docs/benchmarks.md, session 12). Fewer,
     larger commits break the loop; with no backlog the interval is `interval_ms`, so the
-    latency of a worker that keeps up is unchanged. 120 ms rather than 40: a worker on a CPU
-    of its own (`worker_cpus`) committed a backlog in groups of ~300 at 40 ms and ~900 at
-    120: 4,837-7,743 batches/s (median 5,545) against 6,350-7,795 (median 7,425) in seven
-    and six runs (session 31). Kafka Streams commits every 100 ms under exactly-once.
+    latency of a worker that keeps up is unchanged. A worker on a CPU of its own
+    (`worker_cpus`) did better at 120 ms (median 7,425 against 5,545 batches/s), but with
+    every process anywhere 120 ms ran the 8,000-vote check at 4,640-6,701 against 7,199-
+    10,484 (session 31), so 40 stays the default: set it with `worker_cpus`.
 
     `CommitPolicy.off()` commits after every input batch and the TEs it triggered.
     """
 
     interval_ms: int = 10
     max_batches: int = 5000
-    busy_interval_ms: int = 120
+    busy_interval_ms: int = 40
 
     def __post_init__(self) -> None:
         if self.interval_ms < 0 or self.max_batches < 1 or self.busy_interval_ms < 0:
