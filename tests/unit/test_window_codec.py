@@ -3,6 +3,7 @@ byte for byte, and the state it hands back is what decoding that record gives.""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -92,11 +93,14 @@ def test_each_tuple_is_encoded_once_while_it_stays_in_the_window(
 
     encoded: list[int] = []
 
-    def counting(schema: Any, row: Row) -> bytes:
-        encoded.append(row["id"])
-        return encode_record(schema, row)
+    def counting(schema: Any) -> Callable[[Row], bytes]:
+        def encode(row: Row) -> bytes:
+            encoded.append(row["id"])
+            return encode_record(schema, row)
 
-    monkeypatch.setattr(window_codec, "encode_record", counting)
+        return encode
+
+    monkeypatch.setattr(window_codec, "record_encoder", counting)
     codec = WindowCodec(TUPLE)
     committed = WindowState()
     for start in range(0, 30, 5):

@@ -14,6 +14,7 @@ from fastavro.types import Schema
 from txstream.schemas.envelope import envelope_schema
 from txstream.schemas.registry import SchemaError
 from txstream.schemas.validation import find_error
+from txstream.schemas.writers import Fields, flat_fields, write_long, write_records, write_string
 
 # The Kafka header that names a record's writer schema (its tuple schema's fingerprint), so a
 # reader whose schema has moved on can still resolve old records against the one they had.
@@ -44,7 +45,9 @@ class BatchCodec:
     """One stream's envelope codec; build it once per tuple schema and reuse it.
 
     Encoding does not validate up front, which would double its cost; a failed write is
-    explained afterwards by locating the offending field.
+    explained afterwards by locating the offending field. Tuples of scalars are written by
+    the tuple schema's own field writers (`schemas.writers`), and any batch they do not
+    take by fastavro.
     """
 
     def __init__(self, tuple_schema: Schema) -> None:
@@ -54,8 +57,15 @@ class BatchCodec:
         self.tuple_name: str = self.tuple_schema["name"]
         self.fingerprint = schema_fingerprint(self.tuple_schema)
         self.headers = [(WRITER_HEADER, self.fingerprint.encode())]
+        self._fields = flat_fields(self.tuple_schema)
+        self._heads: dict[str, bytes] = {}  # stream name -> its encoding, the envelope's head
 
     def encode(self, stream: str, batch_id: int, tuples: Sequence[Mapping[str, Any]]) -> bytes:
+        if self._fields is not None:
+            try:
+                return self._encode_flat(self._fields, stream, batch_id, tuples)
+            except Exception:
+                pass  # fastavro writes it, or says why it cannot
         envelope = {"stream": stream, "batch_id": batch_id, "tuples": tuples}
         out = BytesIO()
         try:
@@ -66,6 +76,19 @@ class BatchCodec:
                 f"batch {batch_id!r} of stream {stream!r} does not fit {self.tuple_name}: {problem}"
             ) from e
         return out.getvalue()
+
+    def _encode_flat(
+        self, fields: Fields, stream: str, batch_id: int, tuples: Sequence[Mapping[str, Any]]
+    ) -> bytes:
+        head = self._heads.get(stream)
+        if head is None:
+            out = bytearray()
+            write_string(out, stream)
+            head = self._heads[stream] = bytes(out)
+        out = bytearray(head)
+        write_long(out, batch_id)
+        write_records(out, fields, tuples)
+        return bytes(out)
 
     def decode(self, data: bytes, writer: BatchCodec | None = None) -> Batch:
         """The envelope in `data`, written with `writer`'s tuple schema (default: this

@@ -2,18 +2,42 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from functools import partial
 from io import BytesIO
 from typing import Any
 
 from fastavro import schemaless_reader, schemaless_writer
 from fastavro.types import Schema
 
+from txstream.schemas.writers import flat_fields, write_record
+
+RecordEncoder = Callable[[Mapping[str, Any]], bytes]
+
 
 def encode_record(schema: Schema, record: Mapping[str, Any]) -> bytes:
     out = BytesIO()
     schemaless_writer(out, schema, record)
     return out.getvalue()
+
+
+def record_encoder(schema: Schema) -> RecordEncoder:
+    """`encode_record` for many records of one parsed schema: a record of scalars by the
+    schema's own field writers (`schemas.writers`), and any record they do not take by
+    fastavro, which writes it or says why it cannot."""
+    fields = flat_fields(schema)
+    if fields is None:
+        return partial(encode_record, schema)
+
+    def encode(record: Mapping[str, Any]) -> bytes:
+        out = bytearray()
+        try:
+            write_record(out, fields, record)
+        except Exception:
+            return encode_record(schema, record)
+        return bytes(out)
+
+    return encode
 
 
 def decode_record(schema: Schema, data: bytes) -> Any:

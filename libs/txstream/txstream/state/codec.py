@@ -21,7 +21,7 @@ from txstream.engine.promises import PROMISED_TABLE
 from txstream.engine.writeset import TOMBSTONE, WriteSet
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Record
-from txstream.schemas.records import decode_record, encode_record, holds_only_scalars
+from txstream.schemas.records import decode_record, holds_only_scalars, record_encoder
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import decode_key, encode_key, prefix
 from txstream.state.window_codec import WindowCodec
@@ -94,6 +94,7 @@ class StateCodec:
         self.tables[PREPARED_TABLE] = PREPARED_SCHEMA
         self.tables[PROMISED_TABLE] = PREPARED_SCHEMA
         self.tables[EPOCH_TABLE] = EPOCH_SCHEMA
+        self.row_encoders = {t: record_encoder(s) for t, s in self.tables.items()}
         # A record of no fields (a set's membership rows) is zero bytes in Avro.
         self.empty_rows = {
             t: isinstance(s, dict) and s.get("type") == "record" and not s.get("fields")
@@ -119,7 +120,7 @@ class StateCodec:
         return encode_key((WINDOW_TABLE, name))
 
     def encode_row(self, table: str, row: Record) -> bytes:
-        return encode_record(self.tables[table], row)
+        return self.row_encoders[table](row)
 
     def decode_row(self, table: str, data: bytes) -> Record:
         row: Record = decode_record(self.tables[table], data)
@@ -136,14 +137,14 @@ class StateCodec:
         out = EncodedWrites()
         origins = out.origins
         for table, rows in ws.tables.items():
-            schema = self.tables[table]
+            encode = self.row_encoders[table]
             head = self.prefix(table, ())  # parts are self-delimiting: keys concatenate
             empty = self.empty_rows[table]
             for k, v in rows.items():
                 if v is TOMBSTONE:
                     out[head + encode_key(k)] = None
                 else:
-                    out[head + encode_key(k)] = b"" if empty else encode_record(schema, v)
+                    out[head + encode_key(k)] = b"" if empty else encode(v)
                 origins.append((table, k))
         for name, state in ws.windows.items():
             out[self.window_key(name)], out.windows[name] = self.window_codecs[name].encode(state)

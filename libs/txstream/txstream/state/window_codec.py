@@ -21,7 +21,8 @@ from fastavro.types import Schema
 
 from txstream.engine.rows import is_flat
 from txstream.engine.windows import Row, WindowState
-from txstream.schemas.records import decode_record, encode_record
+from txstream.schemas.records import decode_record, record_encoder
+from txstream.schemas.writers import long_bytes
 
 # id(tuple) -> (the tuple, its encoding, that decoded, whether the decoded tuple is flat);
 # the tuple itself is kept so that its id cannot be reused while the entry lives
@@ -36,6 +37,7 @@ class WindowCodec:
 
     def __init__(self, tuple_schema: Schema) -> None:
         self.tuple_schema = parse_schema(tuple_schema)
+        self._encode = record_encoder(self.tuple_schema)
         self._entries: dict[int, _Entry] = {}
 
     def encode(self, state: WindowState) -> tuple[bytes, WindowState]:
@@ -47,7 +49,7 @@ class WindowCodec:
         if state.boundary is None:
             parts.append(b"\x00")
         else:
-            parts += (b"\x02", _long(state.boundary))
+            parts += (b"\x02", long_bytes(state.boundary))
         self._entries = entries  # only the tuples still in the window are kept
         flat = all(entries[id(t)][3] for t in (*staged, *visible))
         return b"".join(parts), WindowState(staged, visible, state.boundary, flat)
@@ -58,11 +60,11 @@ class WindowCodec:
         known = self._entries
         decoded = []
         if rows:
-            parts.append(_long(len(rows)))
+            parts.append(long_bytes(len(rows)))
         for row in rows:
             entry = known.get(id(row))
             if entry is None or entry[0] is not row:
-                data = encode_record(self.tuple_schema, row)
+                data = self._encode(row)
                 back = decode_record(self.tuple_schema, data)
                 entry = (row, data, back, is_flat(back))
             entries[id(row)] = entry
@@ -73,14 +75,3 @@ class WindowCodec:
             decoded.append(back)
         parts.append(b"\x00")
         return tuple(decoded)
-
-
-def _long(n: int) -> bytes:
-    """Avro's long: zigzag, then 7 bits a byte, low bits first."""
-    z = (n << 1) ^ (n >> 63)
-    out = bytearray()
-    while z > 0x7F:
-        out.append((z & 0x7F) | 0x80)
-        z >>= 7
-    out.append(z)
-    return bytes(out)
