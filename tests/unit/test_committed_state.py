@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -180,3 +181,57 @@ def test_group_writes_encode_as_their_keys_and_rows_do_one_by_one(state: Committ
         ("votes_by_contestant", (3, 7)),
     ]
     assert codec.decode_row("seen_vote_ids", b"") == {}
+
+
+class CountingScans:
+    """Counts the scans that reach RocksDB."""
+
+    def __init__(self, state: CommittedState) -> None:
+        self.calls = 0
+        self.scan = state.store.scan
+        state.store.scan = self  # type: ignore[method-assign]
+
+    def __call__(self, prefix: bytes) -> Iterator[tuple[bytes, bytes]]:
+        self.calls += 1
+        return self.scan(prefix)
+
+
+def fresh_scan(state: CommittedState, table: str, prefix: Key) -> list[tuple[Key, Record]]:
+    """What a scan reads from RocksDB itself, through no cache."""
+    return list(CommittedState(state.store, state.codec).scan(table, prefix))
+
+
+def test_a_cached_scan_takes_its_tables_writes_without_reading_rocksdb_again(
+    state: CommittedState,
+) -> None:
+    state.apply(write(state, "trending", {(k,): {"value": k} for k in (2, 4, 6)}), 1)
+    scans = CountingScans(state)
+    assert [k for k, _ in state.scan("trending", ())] == [(2,), (4,), (6,)]
+    assert scans.calls == 1
+    # a slide's recount: rows rewritten, one inserted between two, one deleted; and one
+    # put with a field the schema lacks, which the cache holds as RocksDB does
+    put: dict[Key, Record | None] = {
+        (2,): {"value": 20},
+        (3,): {"value": 3},
+        (6,): None,
+        (4,): {"value": 4, "x": 1},
+    }
+    state.apply(write(state, "trending", put), 2)
+    cached = list(state.scan("trending", ()))
+    assert scans.calls == 1
+    assert cached == [((2,), {"value": 20}), ((3,), {"value": 3}), ((4,), {"value": 4})]
+    assert cached == fresh_scan(state, "trending", ())
+
+
+def test_cached_prefix_scans_follow_random_writes(state: CommittedState) -> None:
+    rng = random.Random(7)
+    table = "votes_by_contestant"  # keyed (contestant, vote id): scanned by contestant
+    for offset in range(1, 40):
+        for contestant in range(3):
+            assert list(state.scan(table, (contestant,))) == fresh_scan(state, table, (contestant,))
+        assert list(state.scan(table, ())) == fresh_scan(state, table, ())
+        rows: dict[Key, Record | None] = {}
+        for _ in range(rng.randint(0, 6)):
+            key = (rng.randrange(3), rng.randrange(12))
+            rows[key] = None if rng.random() < 0.3 else {}
+        state.apply(write(state, table, rows), offset)

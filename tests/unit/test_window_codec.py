@@ -100,7 +100,7 @@ def test_each_tuple_is_encoded_once_while_it_stays_in_the_window(
 
         return encode
 
-    monkeypatch.setattr(window_codec, "record_encoder", counting)
+    monkeypatch.setattr(window_codec, "RecordEncoder", counting)
     codec = WindowCodec(TUPLE)
     committed = WindowState()
     for start in range(0, 30, 5):

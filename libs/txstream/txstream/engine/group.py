@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import NamedTuple
 
 from txstream.engine.writeset import WriteSet
 from txstream.model.declarations import Record
@@ -22,11 +23,11 @@ SYS_TABLE = "__sys__"
 OLTP_STREAM = "__oltp__"  # journal entries for coordinator requests and decisions
 
 
-@dataclass(frozen=True)
-class OutputBatch:
+class OutputBatch(NamedTuple):
     """A committed TE's output batch; `record` is its encoded envelope, once sealed. With
     `hop`, it is the part of the batch for repartitioned procedure `hop` on engine
-    `partition`, which goes to that procedure's topic instead of the stream's."""
+    `partition`, which goes to that procedure's topic instead of the stream's. A named
+    tuple: each TE makes one per output stream, at a third of a frozen dataclass's cost."""
 
     stream: str
     batch_id: int

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from functools import partial
+from collections.abc import Mapping
 from io import BytesIO
 from typing import Any
 
@@ -12,8 +11,6 @@ from fastavro.types import Schema
 
 from txstream.schemas.writers import flat_fields, write_record
 
-RecordEncoder = Callable[[Mapping[str, Any]], bytes]
-
 
 def encode_record(schema: Schema, record: Mapping[str, Any]) -> bytes:
     out = BytesIO()
@@ -21,23 +18,42 @@ def encode_record(schema: Schema, record: Mapping[str, Any]) -> bytes:
     return out.getvalue()
 
 
-def record_encoder(schema: Schema) -> RecordEncoder:
+class RecordEncoder:
     """`encode_record` for many records of one parsed schema: a record of scalars by the
     schema's own field writers (`schemas.writers`), and any record they do not take by
     fastavro, which writes it or says why it cannot."""
-    fields = flat_fields(schema)
-    if fields is None:
-        return partial(encode_record, schema)
 
-    def encode(record: Mapping[str, Any]) -> bytes:
-        out = bytearray()
-        try:
-            write_record(out, fields, record)
-        except Exception:
-            return encode_record(schema, record)
-        return bytes(out)
+    __slots__ = ("_fields", "_names", "_round_trips", "schema")
 
-    return encode
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self._fields = flat_fields(schema)
+        self._names = [] if self._fields is None else [name for name, _, _ in self._fields]
+        # A 32-bit float does not decode to the double it was written from.
+        self._round_trips = self._fields is not None and not _holds_float(schema)
+
+    def __call__(self, record: Mapping[str, Any]) -> bytes:
+        return self.encode(record)[0]
+
+    def encode(self, record: Mapping[str, Any]) -> tuple[bytes, bool]:
+        """The record's bytes, and whether decoding them gives back a record equal to
+        `record` in every field, value type and order: true of a plain dict holding just
+        the schema's fields, in its order, each of the exact type its writer takes."""
+        fields = self._fields
+        if fields is not None:
+            out = bytearray()
+            try:
+                write_record(out, fields, record)
+            except Exception:
+                return encode_record(self.schema, record), False
+            same = self._round_trips and type(record) is dict and list(record) == self._names
+            return bytes(out), same
+        return encode_record(self.schema, record), False
+
+
+def _holds_float(schema: Any) -> bool:
+    types = [f["type"] for f in schema["fields"]]
+    return "float" in types or any(isinstance(t, list) and "float" in t for t in types)
 
 
 def decode_record(schema: Schema, data: bytes) -> Any:

@@ -21,7 +21,7 @@ from txstream.engine.promises import PROMISED_TABLE
 from txstream.engine.writeset import TOMBSTONE, WriteSet
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Record
-from txstream.schemas.records import decode_record, holds_only_scalars, record_encoder
+from txstream.schemas.records import RecordEncoder, decode_record, holds_only_scalars
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.keys import decode_key, encode_key, prefix
 from txstream.state.window_codec import WindowCodec
@@ -74,13 +74,17 @@ class EncodedWrites(dict[bytes, bytes | None]):
     """A group's state entries (key -> value, None deleting), each with the (table, key)
     it encodes, in the same order: the committed state's caches are keyed by those, and
     must not decode every key back to learn them. A window's is (WINDOW_TABLE, (name,)),
-    and its state as its entry decodes is in `windows`."""
+    and its state as its entry decodes is in `windows`. `rows`, in the same order again,
+    holds each row the group wrote whose value decodes back to the row itself (fields,
+    types and order; `RecordEncoder.encode`), and None for any other entry: the committed
+    state keeps those rows, decoded, without decoding them."""
 
-    __slots__ = ("origins", "windows")
+    __slots__ = ("origins", "rows", "windows")
 
     def __init__(self) -> None:
         super().__init__()
         self.origins: list[tuple[str, Key]] = []
+        self.rows: list[Record | None] = []
         self.windows: dict[str, win.WindowState] = {}
 
 
@@ -94,7 +98,7 @@ class StateCodec:
         self.tables[PREPARED_TABLE] = PREPARED_SCHEMA
         self.tables[PROMISED_TABLE] = PREPARED_SCHEMA
         self.tables[EPOCH_TABLE] = EPOCH_SCHEMA
-        self.row_encoders = {t: record_encoder(s) for t, s in self.tables.items()}
+        self.row_encoders = {t: RecordEncoder(s) for t, s in self.tables.items()}
         # A record of no fields (a set's membership rows) is zero bytes in Avro.
         self.empty_rows = {
             t: isinstance(s, dict) and s.get("type") == "record" and not s.get("fields")
@@ -135,20 +139,26 @@ class StateCodec:
     def encode_writes(self, ws: WriteSet) -> EncodedWrites:
         """The group overlay as changelog/RocksDB entries; None deletes (a tombstone)."""
         out = EncodedWrites()
-        origins = out.origins
+        origins, kept = out.origins, out.rows
         for table, rows in ws.tables.items():
-            encode = self.row_encoders[table]
+            encode = self.row_encoders[table].encode
             head = self.prefix(table, ())  # parts are self-delimiting: keys concatenate
             empty = self.empty_rows[table]
             for k, v in rows.items():
                 if v is TOMBSTONE:
                     out[head + encode_key(k)] = None
+                    kept.append(None)
+                elif empty:
+                    out[head + encode_key(k)] = b""
+                    kept.append(None)
                 else:
-                    out[head + encode_key(k)] = b"" if empty else encode(v)
+                    out[head + encode_key(k)], same = encode(v)
+                    kept.append(v if same else None)
                 origins.append((table, k))
         for name, state in ws.windows.items():
             out[self.window_key(name)], out.windows[name] = self.window_codecs[name].encode(state)
             origins.append((WINDOW_TABLE, (name,)))
+            kept.append(None)
         return out
 
     def describe(self, key: bytes) -> tuple[str, Key]:

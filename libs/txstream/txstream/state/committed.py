@@ -5,22 +5,25 @@ so the caches can never hold an uncommitted value. Each apply records how far in
 recovery log (the changelog, or the command log) the stored state reaches.
 
 The row cache is keyed by table, then key, so a read that hits it encodes no key. An
-applied group's writes to cached rows replace them with the bytes RocksDB now holds
-(write-through), decoded on their next read: a hot row written by every group is not read
-back from RocksDB after each commit, and what a read returns is exactly what a read from
-RocksDB would (a row is not cached as the procedure put it: an int in a double field comes
-back a float either way). A written window's state goes in as its record decodes, which
-`window_codec` hands back with the record.
+applied group's writes to cached rows replace them (write-through): with the row as the
+group wrote it when its bytes decode back to that very row (`EncodedWrites.rows`), and
+otherwise with the bytes RocksDB now holds, decoded on their next read. A hot row written
+by every group is not read back from RocksDB after each commit, and what a read returns is
+exactly what a read from RocksDB would (a row is not cached as the procedure put it when
+it differs: an int in a double field comes back a float either way). A written window's
+state goes in as its record decodes, which `window_codec` hands back with the record.
 
 Besides rows, small scans are cached, decoded: a procedure or trigger that scans a table
-on every batch (a leaderboard's trending counts) then decodes it once per group commit,
-not once per batch. Rows, read or scanned, are shared with the caches, so callers copy
-before changing one (the engine's reads hand procedures private copies).
+on every batch (a leaderboard's trending counts) reads it from RocksDB once, and each
+group's writes to the table are merged into the cached scan. Rows, read or scanned, are
+shared with the caches, so callers copy before changing one (the engine's reads hand
+procedures private copies).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from functools import partial
 
 from txstream.engine.windows import WindowState
 from txstream.model.declarations import Key, Record
@@ -48,7 +51,7 @@ class CommittedState:
         self._cached = 0  # rows cached since the cache was last emptied (an upper bound)
         self._windows: dict[str, WindowState | None] = {}  # name -> state (None: empty)
         self._cache_size = cache_size
-        self._scans: dict[tuple[str, Key], list[tuple[Key, Record]]] = {}
+        self._scans: dict[tuple[str, Key], _Scan] = {}
 
     def get(self, table: str, key: Key) -> Record | None:
         rows = self._rows.get(table)
@@ -71,15 +74,17 @@ class CommittedState:
     def scan(self, table: str, prefix: Key) -> Iterator[tuple[Key, Record]]:
         cached = self._scans.get((table, prefix))
         if cached is not None:
-            return iter(cached)
-        rows = []
-        for kb, data in self.store.scan(self.codec.prefix(table, prefix)):
+            return iter(cached.rows)
+        head = self.codec.prefix(table, prefix)
+        keys, rows = [], []
+        for kb, data in self.store.scan(head):
             _, k = self.codec.describe(kb)
+            keys.append(kb)
             rows.append((k, self.codec.decode_row(table, data)))
         if len(rows) <= SCAN_CACHE_ROWS:
             if len(self._scans) >= SCAN_CACHE_ENTRIES:
                 self._scans.clear()
-            self._scans[(table, prefix)] = rows
+            self._scans[(table, prefix)] = _Scan(head, keys, rows)
         return iter(rows)
 
     def window(self, name: str) -> WindowState | None:
@@ -102,13 +107,20 @@ class CommittedState:
             self._windows.clear()
             self._scans.clear()
             return
-        tables, windows, touched = self._rows, self._windows, set()
-        for (table, key), data in zip(writes.origins, writes.values(), strict=True):
+        tables, windows = self._rows, self._windows
+        # the writes to each table a cached scan reads
+        touched: dict[str, list[tuple[bytes, Key, Record | bytes | None]]] = {
+            table: [] for table, _ in self._scans
+        }
+        entries = zip(writes.origins, writes.items(), writes.rows, strict=True)
+        for (table, key), (kb, data), row in entries:
             if table == WINDOW_TABLE:
                 name = str(key[0])
                 windows[name] = writes.windows[name]
                 continue
-            touched.add(table)
+            value = data if row is None else row  # bytes: decoded on its next read
+            if table in touched:
+                touched[table].append((kb, key, value))
             rows = tables.get(table)
             if rows is None:
                 continue
@@ -116,9 +128,48 @@ class CommittedState:
             # a key read while absent and then inserted mostly is not (an id checked for a
             # duplicate), and keeping those would grow the cache by every insert.
             if rows.get(key) is not None:
-                rows[key] = data
+                rows[key] = value
             else:
                 rows.pop(key, None)
         if self._scans:
-            for entry in [e for e in self._scans if e[0] in touched]:
-                del self._scans[entry]
+            for entry in [e for e in self._scans if touched[e[0]]]:
+                decode = partial(self.codec.decode_row, entry[0])
+                merged = self._scans.pop(entry).merged(touched[entry[0]], decode)
+                if merged is not None:
+                    self._scans[entry] = merged
+
+
+class _Scan:
+    """A cached scan's rows, in the order of their encoded keys (RocksDB's), kept beside
+    them: a group's writes are merged in by those keys, each written row decoded at most
+    once, rather than the whole scan read back and decoded after every commit that wrote
+    its table (a trending table rewritten at every slide)."""
+
+    __slots__ = ("head", "keys", "rows")
+
+    def __init__(self, head: bytes, keys: list[bytes], rows: list[tuple[Key, Record]]) -> None:
+        self.head = head  # the scan's key prefix, encoded
+        self.keys = keys
+        self.rows = rows
+
+    def merged(
+        self,
+        writes: list[tuple[bytes, Key, Record | bytes | None]],
+        decode: Callable[[bytes], Record],
+    ) -> _Scan | None:
+        """The scan after `writes` to its table (encoded key, key, the row or its bytes,
+        None deleting); None if it grows past what is cached."""
+        head = self.head
+        ours = [w for w in writes if w[0].startswith(head)]
+        if not ours:
+            return self
+        by_key = dict(zip(self.keys, self.rows, strict=True))
+        for kb, key, value in ours:
+            if value is None:
+                by_key.pop(kb, None)
+            else:
+                by_key[kb] = (key, decode(value) if isinstance(value, bytes) else value)
+        if len(by_key) > SCAN_CACHE_ROWS:
+            return None
+        keys = sorted(by_key)
+        return _Scan(head, keys, [by_key[kb] for kb in keys])

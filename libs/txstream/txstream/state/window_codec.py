@@ -21,7 +21,7 @@ from fastavro.types import Schema
 
 from txstream.engine.rows import is_flat
 from txstream.engine.windows import Row, WindowState
-from txstream.schemas.records import decode_record, record_encoder
+from txstream.schemas.records import RecordEncoder, decode_record
 from txstream.schemas.writers import long_bytes
 
 # id(tuple) -> (the tuple, its encoding, that decoded, whether the decoded tuple is flat);
@@ -37,7 +37,7 @@ class WindowCodec:
 
     def __init__(self, tuple_schema: Schema) -> None:
         self.tuple_schema = parse_schema(tuple_schema)
-        self._encode = record_encoder(self.tuple_schema)
+        self._encode = RecordEncoder(self.tuple_schema)
         self._entries: dict[int, _Entry] = {}
 
     def encode(self, state: WindowState) -> tuple[bytes, WindowState]:
