@@ -39,9 +39,29 @@ def run(args: list[str], env: dict[str, str]) -> subprocess.CompletedProcess[str
 
 
 def processes_of(home: str) -> list[int]:
-    """Every live process whose command line names this stack's home."""
-    pids = [int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()]
-    return [pid for pid in pids if home in cmdline(pid) and is_alive(pid)]
+    """Every live process of this stack: those whose command line names its home, and those
+    its pidfiles name (the schema registry's command line names only its port)."""
+    pids = {int(p.name) for p in Path("/proc").iterdir() if p.name.isdigit()}
+    ours = {pid for pid in pids if home in cmdline(pid)}
+    for pidfile in (Path(home) / "run").glob("*.pid"):
+        text = pidfile.read_text().strip()
+        if text.isdigit():
+            ours.add(int(text))
+    return sorted(pid for pid in ours if is_alive(pid))
+
+
+def test_a_process_only_a_pidfile_names_is_the_stacks(tmp_path: Path) -> None:
+    """So a failed assertion's clean-up kills it too."""
+    home = tmp_path / "home"
+    (home / "run").mkdir(parents=True)
+    child = subprocess.Popen(["sleep", "60"])
+    try:
+        (home / "run" / "registry.pid").write_text(f"{child.pid}\n")
+        assert child.pid in processes_of(str(home))
+    finally:
+        child.kill()
+        child.wait()
+    assert processes_of(str(home)) == []
 
 
 def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> None:
