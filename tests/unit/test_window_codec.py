@@ -3,14 +3,14 @@ byte for byte, and the state it hands back is what decoding that record gives.""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import Any
 
 import pytest
 from fastavro import parse_schema
 
 from txstream.engine.windows import Row, WindowState, from_record, state_schema, to_record
-from txstream.schemas.records import decode_record, encode_record
+from txstream.schemas.records import RecordEncoder, decode_record, encode_record
 from txstream.state.window_codec import WindowCodec
 
 TUPLE: dict[str, Any] = {
@@ -93,14 +93,12 @@ def test_each_tuple_is_encoded_once_while_it_stays_in_the_window(
 
     encoded: list[int] = []
 
-    def counting(schema: Any) -> Callable[[Row], bytes]:
-        def encode(row: Row) -> bytes:
-            encoded.append(row["id"])
-            return encode_record(schema, row)
+    class Counting(RecordEncoder):
+        def encode(self, record: Mapping[str, Any]) -> tuple[bytes, bool]:
+            encoded.append(record["id"])
+            return super().encode(record)
 
-        return encode
-
-    monkeypatch.setattr(window_codec, "RecordEncoder", counting)
+    monkeypatch.setattr(window_codec, "RecordEncoder", Counting)
     codec = WindowCodec(TUPLE)
     committed = WindowState()
     for start in range(0, 30, 5):
@@ -111,3 +109,28 @@ def test_each_tuple_is_encoded_once_while_it_stays_in_the_window(
         data, committed = codec.encode(state)
         assert data == reference(state)
     assert sorted(encoded) == list(range(30))
+
+
+FLAT: dict[str, Any] = {
+    "type": "record",
+    "name": "Flat",
+    "namespace": "tests",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "score", "type": "double"},
+        {"name": "note", "type": ["null", "string"], "default": None},
+    ],
+}
+
+
+def test_a_flat_state_handed_back_is_as_its_record_decodes() -> None:
+    """A tuple of scalars that decodes back to itself is handed back as it is; one that
+    does not (an int in a double field, a field the schema lacks) as its record decodes."""
+    exact = {"id": 1, "score": 0.5, "note": "n"}
+    inexact: list[Row] = [{"id": 2, "score": 3, "note": None}, {"id": 3, "score": 1.0, "x": 1}]
+    state = WindowState((exact, *inexact), ())
+    data, back = WindowCodec(FLAT).encode(state)
+    schema = parse_schema(state_schema(FLAT))
+    assert data == encode_record(schema, to_record(state))
+    assert repr(back.staged) == repr(from_record(decode_record(schema, data)).staged)
+    assert back.staged[0] is exact and back.flat

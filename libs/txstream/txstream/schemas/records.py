@@ -45,9 +45,10 @@ class RecordEncoder:
             try:
                 write_record(out, fields, record)
             except Exception:
-                return encode_record(self.schema, record), False
-            same = self._round_trips and type(record) is dict and list(record) == self._names
-            return bytes(out), same
+                pass  # fastavro writes it, or says why it cannot
+            else:
+                same = self._round_trips and type(record) is dict and list(record) == self._names
+                return bytes(out), same
         return encode_record(self.schema, record), False
 
 

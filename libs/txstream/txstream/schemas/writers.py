@@ -41,7 +41,7 @@ def write_long(out: bytearray, n: Any) -> None:
 
 
 def _write_int(out: bytearray, n: Any) -> None:
-    """An int in a union, where fastavro picks the branch only for a signed 32-bit value."""
+    """An int in a union (`_IN_UNION`)."""
     if type(n) is not int or not _INT_MIN <= n <= _INT_MAX:
         raise TypeError(f"not an int: {n!r}")
     write_long(out, n)
@@ -102,6 +102,9 @@ _SCALARS: dict[str, Write] = {
     "bytes": _write_bytes,
 }
 
+# A union's branch writers: fastavro picks an int branch only for a signed 32-bit value.
+_IN_UNION: dict[str, Write] = {**_SCALARS, "int": _write_int}
+
 
 def _nullable(index: int, write: Write) -> Write:
     """A union of null and one scalar, whose value branch is at `index`: the branch's
@@ -125,10 +128,8 @@ def _writer(avro_type: object) -> Write | None:
     if isinstance(avro_type, list) and len(avro_type) == 2 and "null" in avro_type:
         index = avro_type.index("null")
         other = avro_type[1 - index]
-        if other == "int":
-            return _nullable(1 - index, _write_int)
-        if isinstance(other, str) and other != "null" and other in _SCALARS:
-            return _nullable(1 - index, _SCALARS[other])
+        if isinstance(other, str) and other != "null" and other in _IN_UNION:
+            return _nullable(1 - index, _IN_UNION[other])
     return None
 
 
@@ -156,6 +157,5 @@ def write_records(out: bytearray, fields: Fields, records: Sequence[Mapping[str,
     if records:
         write_long(out, len(records))
         for record in records:
-            for name, default, write in fields:
-                write(out, record.get(name, default))
+            write_record(out, fields, record)
     out.append(0)

@@ -9,7 +9,9 @@ commit, so here each tuple is encoded once, with its decoded form, and both are 
 the tuple stays in the window. Avro's binary encoding of a record is its fields' encodings
 in order, and of an array its count, its items and a zero, so the state's record is those
 parts joined. The decoded state is built from the tuples' decoded forms: it is what reading
-the record back from RocksDB would give, without the read.
+the record back from RocksDB would give, without the read. A tuple whose encoding decodes
+back to that very tuple (`RecordEncoder.encode`) is its own decoded form, and is not
+decoded at all.
 """
 
 from __future__ import annotations
@@ -64,8 +66,8 @@ class WindowCodec:
         for row in rows:
             entry = known.get(id(row))
             if entry is None or entry[0] is not row:
-                data = self._encode(row)
-                back = decode_record(self.tuple_schema, data)
+                data, same = self._encode.encode(row)
+                back = row if same else decode_record(self.tuple_schema, data)
                 entry = (row, data, back, is_flat(back))
             entries[id(row)] = entry
             back = entry[2]
