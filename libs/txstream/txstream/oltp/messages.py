@@ -21,7 +21,9 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.types import Schema
 
 from txstream.model.declarations import Key, Record
+from txstream.schemas.readers import record_reader
 from txstream.schemas.registry import SchemaRegistry
+from txstream.schemas.writers import record_fields, write_record
 
 M = TypeVar("M", bound="Message")
 
@@ -227,42 +229,69 @@ def type_byte_of(schema_name: str) -> bytes | None:
     return next((m.type_byte for m in MESSAGE_TYPES if m.schema_name == schema_name), None)
 
 
+class _Codec:
+    """One message type's schema, with its writers and reader (`schemas.writers`,
+    `schemas.readers`) when the schema has only the types they take."""
+
+    __slots__ = ("fields", "read", "schema")
+
+    def __init__(self, schema: Schema) -> None:
+        self.schema = schema
+        self.fields = record_fields(schema)
+        self.read = record_reader(schema)
+
+
 class Wire:
     """Encoders and decoders for the OLTP messages, from one schema registry."""
 
     def __init__(self, registry: SchemaRegistry) -> None:
-        self._schemas: dict[str, Schema] = {}
+        self._codecs: dict[str, _Codec] = {}
         self._registry = registry
 
-    def _schema(self, name: str) -> Schema:
-        schema = self._schemas.get(name)
-        if schema is None:
-            schema = self._schemas[name] = self._registry.get(name)
-        return schema
+    def _codec(self, name: str) -> _Codec:
+        codec = self._codecs.get(name)
+        if codec is None:
+            codec = self._codecs[name] = _Codec(self._registry.get(name))
+        return codec
 
     def encode(self, message: Message) -> bytes:
-        out = BytesIO()
-        out.write(message.type_byte)
-        schemaless_writer(out, self._schema(message.schema_name), message.record())
-        return out.getvalue()
+        codec = self._codec(message.schema_name)
+        record = message.record()
+        if codec.fields is not None:
+            out = bytearray(message.type_byte)
+            try:
+                write_record(out, codec.fields, record)
+            except Exception:
+                pass  # fastavro writes it, or says why it cannot
+            else:
+                return bytes(out)
+        buf = BytesIO()
+        buf.write(message.type_byte)
+        schemaless_writer(buf, codec.schema, record)
+        return buf.getvalue()
 
     def decode(self, cls: type[M], data: bytes) -> M:
         """The message, or `WireDecodeError` saying why these bytes are not one: garbage
-        makes fastavro raise almost anything (IndexError, EOFError, UnicodeDecodeError, ...),
+        makes a reader raise almost anything (IndexError, EOFError, UnicodeDecodeError, ...),
         and every reader must be able to move past it."""
         head = data[:1]
         if head != cls.type_byte:
             found = _BY_TYPE_BYTE.get(head)
             what = f"a {found}" if found else f"type byte {head!r}"
             raise WireDecodeError(f"expected a {cls.schema_name}, found {what}")
-        buf = BytesIO(data)
-        buf.seek(1)
+        codec = self._codec(cls.schema_name)
         try:
-            record = schemaless_reader(buf, self._schema(cls.schema_name), None)
-            message = cls.from_record(cast(dict[str, Any], record))
+            if codec.read is not None:
+                record, end = codec.read(data, 1)
+            else:
+                buf = BytesIO(data)
+                buf.seek(1)
+                record = cast(dict[str, Any], schemaless_reader(buf, codec.schema, None))
+                end = buf.tell()
+            message = cls.from_record(record)
         except Exception as e:
             raise WireDecodeError(f"not a {cls.schema_name}: {type(e).__name__}: {e}") from e
-        left = len(data) - buf.tell()
+        left = len(data) - end
         if left:
             raise WireDecodeError(f"not a {cls.schema_name}: {left} bytes after the record")
         return message
