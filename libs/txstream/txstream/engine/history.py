@@ -23,6 +23,7 @@ from __future__ import annotations
 import time
 from collections import deque
 
+from txstream.engine.rows import shared
 from txstream.engine.writeset import Base, WriteSet, read
 from txstream.model.declarations import Key, Record
 
@@ -65,7 +66,7 @@ class History:
             if table not in self._tables:
                 continue
             for key in rows:
-                before = read(parent, base, table, key, _shared)
+                before = read(parent, base, table, key, shared)  # never changed once put
                 self._before.append((tag, table, key, before))
         while len(self._before) > LIMIT:
             self.floor = max(self.floor, self._before.popleft()[0])
@@ -89,7 +90,3 @@ class History:
             else:
                 rows[k] = before
         return rows
-
-
-def _shared(row: Record) -> Record:
-    return row  # kept, never changed: rows along the chain are not changed once put

@@ -31,6 +31,7 @@ from txstream.engine.context import TxnContext
 from txstream.engine.group import AbortRecord, Group, Seal
 from txstream.engine.history import History, TooOld
 from txstream.engine.promises import Promises
+from txstream.engine.rows import shared
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, scan
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Procedure, Record
@@ -342,7 +343,7 @@ class Participant:
                 row = read(ws, base, q.table, key)
                 found = {} if row is None else {key: row}
             else:
-                found = dict(scan(ws, base, q.table, ()))
+                found = dict(scan(ws, base, q.table, (), copy=shared))  # only read
             at = None
             if history is not None:
                 history.asked()

@@ -41,6 +41,12 @@ def private(row: Record) -> Record:
     return owned(row)[0]
 
 
+def shared(row: Record) -> Record:
+    """`row` itself, for a reader that never changes what it reads (a query's totals, a
+    history's before-images), where a private copy would be wasted."""
+    return row
+
+
 def privates(rows: Iterable[Record], flat: bool) -> list[Record]:
     """Private copies of `rows`; `flat` when every one of them is known to be flat."""
     return list(map(dict, rows)) if flat else [private(r) for r in rows]

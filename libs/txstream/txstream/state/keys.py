@@ -87,6 +87,8 @@ def prefix(parts: Key) -> bytes:
 
 def decode_key(data: bytes) -> Key:
     """Invert `encode_key`; raise ValueError on bytes it cannot have produced."""
+    if len(data) == 9 and data[0] == _INT:  # one int, the most common key: no loop
+        return (int.from_bytes(data[1:], "big") - _BIAS,)
     parts: list[Part] = []
     pos = 0
     while pos < len(data):
