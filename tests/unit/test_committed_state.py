@@ -235,3 +235,13 @@ def test_cached_prefix_scans_follow_random_writes(state: CommittedState) -> None
             key = (rng.randrange(3), rng.randrange(12))
             rows[key] = None if rng.random() < 0.3 else {}
         state.apply(write(state, table, rows), offset)
+
+
+def test_a_scan_gives_each_rows_key_as_written(state: CommittedState) -> None:
+    """Keys of several parts, read back from RocksDB past the table's own part."""
+    table = "votes_by_contestant"
+    state.apply(write(state, table, {(2, 3): {}, (1, 7): {}, (1, -5): {}}), 1)
+    assert [k for k, _ in fresh_scan(state, table, ())] == [(1, -5), (1, 7), (2, 3)]
+    assert [k for k, _ in fresh_scan(state, table, (1,))] == [(1, -5), (1, 7)]
+    state.apply(write(state, "stats", {("accepted",): {"value": 9}}), 2)
+    assert fresh_scan(state, "stats", ()) == [(("accepted",), {"value": 9})]
