@@ -112,7 +112,7 @@ _IN_UNION: dict[str, Write] = {**_SCALARS, "int": _write_int}
 
 
 def _nullable(index: int, write: Write) -> Write:
-    """A union of null and one scalar, whose value branch is at `index`: the branch's
+    """A union of null and one other type, whose value branch is at `index`: the branch's
     index, then the value. What the branch's writer takes, fastavro's union also writes
     with that branch."""
     null, value = (b"\x02", b"\x00") if index == 0 else (b"\x00", b"\x02")
@@ -136,20 +136,6 @@ def _writer(avro_type: object) -> Write | None:
         if isinstance(other, str) and other != "null" and other in _IN_UNION:
             return _nullable(1 - index, _IN_UNION[other])
     return None
-
-
-def _nullable_any(index: int, write: Write) -> Write:
-    """A union of null and a collection, enum or record (`_nullable` is for scalars)."""
-    null, value = (b"\x02", b"\x00") if index == 0 else (b"\x00", b"\x02")
-
-    def write_nullable(out: bytearray, v: Any) -> None:
-        if v is None:
-            out += null
-        else:
-            out += value
-            write(out, v)
-
-    return write_nullable
 
 
 def _enum(symbols: Sequence[str]) -> Write:
@@ -205,7 +191,7 @@ def _any_writer(
         if isinstance(other, str) and other in _SCALARS:
             return _writer(avro_type)
         inner = _any_writer(other, named, seen)
-        return None if inner is None else _nullable_any(1 - index, inner)
+        return None if inner is None else _nullable(1 - index, inner)
     if not isinstance(avro_type, dict) or "logicalType" in avro_type:
         return None
     kind = avro_type.get("type")
