@@ -53,21 +53,22 @@ def _read_int(data: bytes, pos: int) -> tuple[int, int]:
     return n, pos
 
 
-def _length(data: bytes, pos: int) -> tuple[int, int]:
-    n, pos = read_long(data, pos)
-    if n < 0 or pos + n > len(data):
-        raise ValueError(f"a length of {n} at {pos} runs past the {len(data)} bytes")
-    return n, pos + n
+def _span(data: bytes, pos: int) -> tuple[int, int]:
+    """Where the bytes of a string or bytes value start and end, after its length."""
+    n, start = read_long(data, pos)
+    if n < 0 or start + n > len(data):
+        raise ValueError(f"a length of {n} at {start} runs past the {len(data)} bytes")
+    return start, start + n
 
 
 def _read_string(data: bytes, pos: int) -> tuple[str, int]:
-    n, end = _length(data, pos)
-    return data[end - n : end].decode(), end
+    start, end = _span(data, pos)
+    return data[start:end].decode(), end
 
 
 def _read_bytes(data: bytes, pos: int) -> tuple[bytes, int]:
-    n, end = _length(data, pos)
-    return data[end - n : end], end
+    start, end = _span(data, pos)
+    return data[start:end], end
 
 
 def _read_boolean(data: bytes, pos: int) -> tuple[bool, int]:
@@ -162,9 +163,9 @@ def _reader(avro_type: object, named: Named, seen: frozenset[str] = frozenset())
     if isinstance(avro_type, str):
         if avro_type in _SCALARS:
             return _SCALARS[avro_type]
-        if avro_type in seen or avro_type not in named:
+        if avro_type in seen or avro_type not in named:  # a record adds its name to `seen`
             return None
-        return _reader(named[avro_type], named, seen | {avro_type})
+        return _reader(named[avro_type], named, seen)
     if isinstance(avro_type, list):
         if len(avro_type) != 2 or "null" not in avro_type:
             return None

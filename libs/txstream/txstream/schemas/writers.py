@@ -11,7 +11,7 @@ a `str` for a string, ...) and raises otherwise. The caller then writes the reco
 fastavro instead, so every record the writers do not take gets fastavro's bytes, or its error,
 as before; tests check that both write the same bytes.
 
-`record_writer` also takes enums, arrays and nested records, nullable or not: the shapes of
+`record_fields` also takes enums, arrays and nested records, nullable or not: the shapes of
 the OLTP wire messages (`oltp.messages`), which the coordinator and every participant encode
 several times per 2PC transfer.
 """
@@ -177,20 +177,18 @@ def _any_writer(
     """A writer for a scalar, enum, array or record, or a union of null and one of them.
     `named`: the parsed schema's named types, for a field that names one (a recursive type
     is left to fastavro)."""
-    if isinstance(avro_type, str):
-        if avro_type in _SCALARS:
-            return _SCALARS[avro_type]
+    scalar = _writer(avro_type)
+    if scalar is not None:
+        return scalar
+    if isinstance(avro_type, str):  # a named type; a record adds its name to `seen`
         if avro_type in seen or avro_type not in named:
             return None
-        return _any_writer(named[avro_type], named, seen | {avro_type})
+        return _any_writer(named[avro_type], named, seen)
     if isinstance(avro_type, list):
         if len(avro_type) != 2 or "null" not in avro_type:
             return None
         index = avro_type.index("null")
-        other = avro_type[1 - index]
-        if isinstance(other, str) and other in _SCALARS:
-            return _writer(avro_type)
-        inner = _any_writer(other, named, seen)
+        inner = _any_writer(avro_type[1 - index], named, seen)
         return None if inner is None else _nullable(1 - index, inner)
     if not isinstance(avro_type, dict) or "logicalType" in avro_type:
         return None

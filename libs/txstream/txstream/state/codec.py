@@ -113,6 +113,7 @@ class StateCodec:
         self.window_codecs = {
             w.name: WindowCodec(_record(registry.get(w.schema))) for w in decl.windows.values()
         }
+        self._heads: dict[str, int] = {}  # table -> the length of its name, encoded
 
     def key(self, table: str, key: Key) -> bytes:
         return encode_key((table, *key))
@@ -160,6 +161,14 @@ class StateCodec:
             origins.append((WINDOW_TABLE, (name,)))
             kept.append(None)
         return out
+
+    def row_key(self, table: str, key: bytes) -> Key:
+        """The row's key in a state key of `table`: what `describe` gives, decoding only
+        the parts after the table's name (parts are self-delimiting)."""
+        skip = self._heads.get(table)
+        if skip is None:
+            skip = self._heads[table] = len(self.prefix(table, ()))
+        return decode_key(key[skip:])  # type: ignore[return-value]  # a table's: no bytes
 
     def describe(self, key: bytes) -> tuple[str, Key]:
         """(table or window-table name, key) of a state key, e.g. for ETL and debugging."""

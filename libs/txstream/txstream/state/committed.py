@@ -27,9 +27,7 @@ from functools import partial
 
 from txstream.engine.windows import WindowState
 from txstream.model.declarations import Key, Record
-from txstream.schemas.records import decode_record
 from txstream.state.codec import WINDOW_TABLE, EncodedWrites, StateCodec
-from txstream.state.keys import decode_key
 from txstream.state.store import StateStore
 
 _ABSENT = object()
@@ -78,16 +76,10 @@ class CommittedState:
         if cached is not None:
             return iter(cached.rows)
         head = self.codec.prefix(table, prefix)
-        # Every key starts with the table's name, encoded: only what follows it is decoded
-        # (parts are self-delimiting, so that is the row's key, encoded).
-        skip = len(self.codec.prefix(table, ()))
-        keys: list[bytes] = []
-        rows: list[tuple[Key, Record]] = []
-        schema = self.codec.tables[table]
+        keys, rows = [], []
         for kb, data in self.store.scan(head):
             keys.append(kb)
-            k: Key = decode_key(kb[skip:])  # type: ignore[assignment]  # a table's: no bytes
-            rows.append((k, decode_record(schema, data)))
+            rows.append((self.codec.row_key(table, kb), self.codec.decode_row(table, data)))
         if len(rows) <= SCAN_CACHE_ROWS:
             if len(self._scans) >= SCAN_CACHE_ENTRIES:
                 self._scans.clear()
