@@ -7,13 +7,13 @@ VENV := .venv
 BIN := $(VENV)/bin
 KAFKA_LIBS := build/kafka/libs
 SPARK_JARS := build/spark/jars
-APT_PACKAGES := docker-compose kcat prometheus postgresql openssl graphviz chromium
+APT_PACKAGES := docker-compose kcat prometheus postgresql openssl graphviz chromium gcc
 MVN := mvn -q -B
 PEERS_VENV := .venv-peers
 
-.PHONY: setup apt venv kafka-jars spark-jars etl up down status demo test lint unit integration faults bench bench-full peers-venv clean
+.PHONY: setup apt venv native kafka-jars spark-jars etl up down status demo test lint unit integration faults bench bench-full peers-venv clean
 
-setup: apt venv kafka-jars spark-jars
+setup: apt venv native kafka-jars spark-jars
 
 apt:
 	@# "installed" only: a removed package keeps a dpkg record (its config files) that dpkg -s accepts
@@ -31,6 +31,11 @@ $(VENV)/.installed: pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q -c requirements.lock -e '.[dev,bench,etl]'
 	@touch $@
+
+# The hot path's modules compiled by mypyc (txstream/native.py says which, and why a stale
+# build never runs); rebuilt only when a source changed. TXSTREAM_NATIVE=0 runs the sources.
+native: venv apt
+	@$(BIN)/python libs/txstream/build_native.py
 
 kafka-jars: $(KAFKA_LIBS)/.installed
 

@@ -12,6 +12,8 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
+from txstream import native
+
 # A column of a markdown table: its heading, the row's key, and how to show the value: a
 # format spec (right-aligned, as numbers are), "s" (text, left-aligned) or "yes" (a flag).
 Column = tuple[str, str, str]
@@ -34,12 +36,14 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "ram_gib": None if ram is None else round(ram, 1),
         "python": platform.python_version(),
+        "hot_path": native.status(),  # the worker's, which inherits this environment
     }
 
 
 def machine_text(m: dict[str, Any]) -> str:
     ram = "? GiB" if m["ram_gib"] is None else f"{m['ram_gib']:.1f} GiB"
-    return f"{m['cores']} cores, {ram} RAM, Python {m['python']}"
+    hot = f", hot path {m['hot_path']}" if "hot_path" in m else ""
+    return f"{m['cores']} cores, {ram} RAM, Python {m['python']}{hot}"
 
 
 def write_report(

@@ -21,7 +21,7 @@ from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.windows import WindowState
 from txstream.engine.writeset import Base, read, read_window, scan
 from txstream.model.app import App
-from txstream.model.declarations import Record
+from txstream.model.declarations import Key, Record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 from txstream.state.committed import CommittedState
@@ -48,9 +48,25 @@ class FakeBase(MemoryBase):
         self.apply(group)
 
 
-class RocksBase(CommittedState):
+class RocksBase:
+    """The committed state, and a commit as the group committer makes one (a wrapper: the
+    committed state may be compiled, which no Python class can extend)."""
+
+    def __init__(self, state: CommittedState) -> None:
+        self.state = state
+
+    def get(self, table: str, key: Key) -> Record | None:
+        return self.state.get(table, key)
+
+    def scan(self, table: str, prefix: Key) -> Iterator[tuple[Key, Record]]:
+        return self.state.scan(table, prefix)
+
+    def window(self, name: str) -> WindowState | None:
+        return self.state.window(name)
+
     def commit(self, group: Group) -> None:
-        self.apply(self.codec.encode_writes(group.ws), self.log_offset() + 1)
+        state = self.state
+        state.apply(state.codec.encode_writes(group.ws), state.log_offset() + 1)
 
 
 def make_app(actions: dict[int, Action]) -> App:
@@ -81,7 +97,7 @@ def make_base(
         (schemas / "nested" / "Row.avsc").write_text(json.dumps(ROW_SCHEMA))
         codec = StateCodec(app.dataflow(), SchemaRegistry(schemas))
         stores.append(StateStore.open(tmp_path / "db"))
-        return RocksBase(stores[-1], codec)
+        return RocksBase(CommittedState(stores[-1], codec))
 
     yield make
     for store in stores:

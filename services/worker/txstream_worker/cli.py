@@ -9,6 +9,7 @@ from pathlib import Path
 import faust
 import typer
 
+from txstream import native
 from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
 from txstream.cpus import CpuSetError, pin_self
@@ -105,8 +106,8 @@ def run(
     except SlotHeld as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
-    typer.echo(f"worker slot {slot.instance_id} of app {application.name} (lock {slot.path})",
-               err=True)  # fmt: skip
+    typer.echo(f"worker slot {slot.instance_id} of app {application.name} (lock {slot.path}); "
+               f"hot path {native.status()}", err=True)  # fmt: skip
     fapp = faust_app(application, settings, policy, recovery_policy, slot.instance_id)
     if metrics:
         serve_metrics(settings, "worker", metrics_host, metrics_port)

@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from confluent_kafka import KafkaError, Message, Producer
@@ -196,7 +196,7 @@ class GroupCommitter:
             for reply in group.replies:
                 self._send(self.topics.replies, self.wire.encode(reply), partition=0)
         for a in group.aborts:
-            record = {"app": self.topics.app, **vars(a), "error": capped(a.error)}
+            record = {"app": self.topics.app, **asdict(a), "error": capped(a.error)}
             self._send(self.topics.aborts, encode_record(self.abort_schema, record), partition=p)
         notice = {
             "app": self.topics.app,

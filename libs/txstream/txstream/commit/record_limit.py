@@ -137,7 +137,8 @@ class RowBound:
     def size(self, key: Key, row: Mapping[str, object]) -> int:
         """At least the length of the changelog record (key and value) of `row` at `key`."""
         n = self.fixed + _SCALAR * len(key)
-        for part in key:
+        parts: tuple[object, ...] = key  # bytes too, which `Key` does not name
+        for part in parts:
             if type(part) is int:
                 continue
             if isinstance(part, str):

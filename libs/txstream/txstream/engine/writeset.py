@@ -92,7 +92,8 @@ class WriteSet:
             ws = ws.parent
         n = len(prefix)
         merged: dict[Key, Any] = {}
-        for rows in reversed(layers):
+        layers.reverse()  # oldest first, so newer writes win
+        for rows in layers:
             for k, v in rows.items():
                 if k[:n] == prefix:
                     merged[k] = v

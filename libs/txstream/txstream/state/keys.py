@@ -44,7 +44,10 @@ def encode_key(parts: Key) -> bytes:
     # Plain ints and strs, almost every key part, are checked by exact type: a state write
     # encodes several keys, so this runs a few times per batch.
     pieces = []
-    for part in parts:
+    # As objects: a part of another type is named in `_other_part`'s error (compiled,
+    # the loop would otherwise refuse it with a message of its own).
+    items: tuple[object, ...] = parts
+    for part in items:
         if type(part) is int:
             try:
                 pieces.append(_INT_PART(_INT, part + _BIAS))

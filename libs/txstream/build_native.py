@@ -1,0 +1,69 @@
+"""Compile the hot path's modules (`txstream.native.MODULES`) with mypyc, in place.
+
+    .venv/bin/python libs/txstream/build_native.py          # `make native` runs this
+
+Does nothing while the build beside the sources matches them. Otherwise mypyc type-checks
+the modules with the project's mypy settings (pyproject.toml), generates C, and gcc builds
+one extension module per source plus the group's shared library; C sources and objects go
+under build/native. The sources' hashes are written last, so a build that fails part way
+is never taken for a current one. `--clean` removes a build.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import warnings
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "libs" / "txstream"))
+os.environ["TXSTREAM_NATIVE"] = "0"  # importing txstream here must not load the old build
+
+from txstream import native  # noqa: E402
+
+
+def clean() -> None:
+    for path in [*native.built(), *native.PACKAGE_DIR.glob("native_lib__mypyc.*.so")]:
+        path.unlink()
+    native.STAMP.unlink(missing_ok=True)
+
+
+def build() -> None:
+    # Imported here: mypyc and setuptools are build tools, not the runtime's dependencies.
+    from mypyc.build import mypycify
+    from setuptools import setup
+
+    # setup() reads the project's pyproject.toml, which says nothing of this build
+    warnings.filterwarnings("ignore", module="setuptools.config")
+
+    os.chdir(ROOT)  # mypy reads pyproject.toml's settings from here
+    native.STAMP.unlink(missing_ok=True)
+    paths = [str(native.source(m).relative_to(ROOT)) for m in native.MODULES]
+    started = time.monotonic()
+    print(f"compiling {len(paths)} modules with mypyc (about a minute)", flush=True)
+    extensions = mypycify(paths, group_name=native.GROUP, target_dir="build/native/c")
+    setup(
+        name="txstream-native",
+        ext_modules=extensions,
+        script_args=["-q", "build_ext", "--inplace", "--build-temp", "build/native/obj"],
+        package_dir={"": "libs/txstream"},
+    )
+    native.STAMP.write_text(json.dumps(native.source_hashes(), indent=1) + "\n")
+    why = native.problem()
+    if why is not None:
+        raise SystemExit(f"the build does not match the sources: {why}")
+    print(f"compiled {len(paths)} modules in {time.monotonic() - started:.0f} s")
+
+
+def main() -> None:
+    if "--clean" in sys.argv[1:]:
+        clean()
+    elif native.problem() is not None:
+        build()
+
+
+if __name__ == "__main__":
+    main()
