@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from fastavro.types import Schema
@@ -34,7 +34,7 @@ class CommandLogCodec:
             "app": self.app,
             "partition": self.partition,
             "mode": self.mode.value,
-            "entries": [vars(e) for e in entries],
+            "entries": [asdict(e) for e in entries],
             "positions": dict(positions),
         }
         return encode_record(self.schema, record)
