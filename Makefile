@@ -91,8 +91,15 @@ unit: venv
 integration: setup
 	$(BIN)/pytest -q tests/integration
 
+# The suite runs the compiled hot path (`make native`); its modules' own unit tests run
+# from source too, as the wheel's users run them.
+NATIVE_UNIT_TESTS = $(wildcard tests/unit/test_engine*.py tests/unit/test_committed_state.py \
+  tests/unit/test_record_limit.py tests/unit/test_hops.py tests/unit/test_schema_*.py \
+  tests/unit/test_state_*.py tests/unit/test_window*.py)
+
 test: setup lint
 	$(BIN)/pytest -q -ra --durations=12 tests
+	TXSTREAM_NATIVE=0 $(BIN)/pytest -q $(NATIVE_UNIT_TESTS)
 
 # The fault suite at full length: more votes, more kills, three seeds per case, every
 # recovery mode and damage; the warehouse ETL's kill test with a kill between two table
