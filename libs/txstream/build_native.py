@@ -26,7 +26,8 @@ from txstream import native  # noqa: E402
 
 
 def clean() -> None:
-    for path in [*native.built(), *native.PACKAGE_DIR.glob("native_lib__mypyc.*.so")]:
+    shared = native.GROUP.rsplit(".", 1)[1] + "__mypyc"  # mypyc's name for the group's library
+    for path in [*native.built(), *native.PACKAGE_DIR.glob(f"{shared}.*.so")]:
         path.unlink()
     native.STAMP.unlink(missing_ok=True)
 

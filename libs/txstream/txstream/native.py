@@ -82,7 +82,7 @@ def status() -> str:
 
 def install() -> None:
     """Load MODULES from source unless the build beside them is current."""
-    if built() and not status().startswith("compiled"):
+    if built() and (os.environ.get(ENV) == "0" or problem() is not None):
         sys.meta_path.insert(0, _FromSource(MODULES))
 
 
