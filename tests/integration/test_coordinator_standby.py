@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from bank.dataflow import build_app
+from bank.dataflow import INITIAL_BALANCE, build_app
 from tests.conftest import KafkaEnv
 from tests.integration.bank_cluster import (
     BankCluster,
@@ -264,6 +264,32 @@ def test_log_is_truncated_below_the_oldest_open_transaction(harness: Harness) ->
     assert sent == {(epoch, False)}, "decided at the epoch of its prepare"
     h.until(lambda: txn_id not in recovered.active, "both participants' acks", (2, 3))
     assert h.call(transfer(a2, a3, 5), (2, 3)).ok, "participants still blocked"
+
+
+def test_a_restart_on_a_log_truncated_past_every_request_handles_none_again(
+    harness: Harness,
+) -> None:
+    """The input positions are in the log, in a record truncation never deletes while it
+    is the newest: a restart reads the inputs on from them, not from the start again (the
+    coordinators' group commits no offsets)."""
+    h = harness
+    a0, a1 = h.open_account(0), h.open_account(1)
+    busy = (0, 1)
+    for _ in range(5):
+        assert h.call(transfer(a0, a1, 1), busy).ok
+    last_begin = max(o for o, r in h.log_records() if r.kind == "begin")
+    log = h.topics.coordinator_log
+    h.until(lambda: h.admin.start_offset(log, 0) > last_begin, "the log to be truncated", busy)
+
+    h.restart_coordinator()
+    h.until(lambda: h.coordinator.active, "the new coordinator to take over", ())
+    assert h.call(transfer(a0, a1, 1), busy).ok
+    h.until(lambda: not h.coordinator.machine.active, "every transfer to end", busy)
+    for p in busy:
+        h.tasks[p].commit()
+    rows = {**h.tasks[0].tables()["accounts"], **h.tasks[1].tables()["accounts"]}
+    balances = (rows[(a0,)]["balance"], rows[(a1,)]["balance"])
+    assert balances == (INITIAL_BALANCE - 6, INITIAL_BALANCE + 6), "a transfer ran twice"
 
 
 def test_a_broker_error_while_taking_over_is_retried(

@@ -1,15 +1,17 @@
 """Which of an app's coordinator processes is active: the group member holding `oltp.in[0]`.
 
-Each coordinator subscribes to the requests topic (one partition) in the group whose
-offsets it commits. The member the group assigns the partition is the active one; the
+Each coordinator subscribes to the requests topic (one partition) in the coordinators'
+group. The member the group assigns the partition is the active one; the
 others stand by. A member that dies stops heartbeating and, one session timeout later, the
 group gives the partition to a standby. Cooperative-sticky assignment leaves the partition
 where it is when a standby joins or leaves, so starting a standby never moves the role.
 
 This consumer only holds the partition: it is paused, and the active coordinator reads the
-records with its own assigned consumer, as before. Its group metadata (member and
-generation) goes with every offset commit, so a member the group has dropped cannot
-commit offsets any more, and the coordinator's transactional.id fences its producer.
+records with its own assigned consumer, as before. The role alone does not fence: a member
+the group has dropped may still commit, until the new active coordinator's
+`init_transactions` fences its producer (the coordinators share one transactional.id).
+Whatever it committed by then is in the log that the new one reads next, its input
+positions included (`runtime`).
 """
 
 from __future__ import annotations
@@ -45,10 +47,6 @@ class Leadership:
         it must do regularly to stay in the group)."""
         self._consumer.poll(wait_s)  # the partition is paused: no record comes back
         return self._held
-
-    def group_metadata(self) -> object:
-        """For `send_offsets_to_transaction`: fences offset commits of a dropped member."""
-        return self._consumer.consumer_group_metadata()
 
     def close(self) -> None:
         """Leave the group, so a standby is assigned at once rather than a session later."""

@@ -2,8 +2,13 @@
 
 It reads client requests (`<app>.oltp.in`) and engine replies (`<app>.replies`) read
 committed, and writes with one transactional producer, whose stable transactional.id
-fences a zombie coordinator. Input offsets commit inside the same Kafka transaction as the
-actions they caused, so after a crash each request and reply is handled exactly once.
+fences a zombie coordinator. The positions reached in both inputs go in the coordinator's
+own log, a `positions` record in the same Kafka transaction as the actions they caused, so
+after a crash each request and reply is handled exactly once. That costs one small record,
+where committing the offsets to the group (`send_offsets_to_transaction`) cost two round
+trips to the broker in every transaction, on two of a 2PC transfer's three hops. A log
+written before positions were logged has none: the group's committed offsets, which were
+then committed the same way, stand in for them.
 
 Any number of coordinator processes may run for one app: the consumer group picks the
 active one (`leadership.Leadership`) and the others stand by. A process that becomes
@@ -16,17 +21,19 @@ one dies, or at once when it stops cleanly.
 
 Every `coordinator_log_truncate_s` the active coordinator deletes the log below
 `Coordinator.truncation_point()` (`delete_records`), right after a commit, when the
-machine's state is exactly what the log replays to. Deleting keeps the log a plain
+machine's state is exactly what the log replays to, and never past the newest positions
+record. Deleting keeps the log a plain
 sequence that recovery reads as ever; compaction would need a key per record and
 tombstones, and still keep one record per ended transaction.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from confluent_kafka import (
@@ -88,7 +95,9 @@ class CoordinatorService:
         self.resend_s = resend_s
         self.stopping = threading.Event()
         self.group_id = f"txstream-{app.name}-coordinator"
-        self._offsets: dict[str, int] = {}
+        self._positions: dict[str, int] = {}  # input topic -> the next offset to read
+        self._unlogged = False  # input handled since the last positions record
+        self._positions_offset: int | None = None  # the newest positions record's
         self._serving: _Serving | None = None
         self._log_start = 0
         self._truncate_at = 0.0
@@ -141,7 +150,7 @@ class CoordinatorService:
             {**transactional_producer_config(self.settings, self.group_id), "linger.ms": 1}
         )
         producer.init_transactions(60)  # fences the previous active coordinator
-        records = list(self._log())
+        records, positions, self._positions_offset = _split_positions(self._log())
         self.machine = self._new_machine()
         acts = self.machine.recover(records, time.monotonic())
         # a partition changing leader can answer with no offset (-1001): nothing truncated yet
@@ -152,13 +161,16 @@ class CoordinatorService:
         metrics.LOG_START.set(self._log_start)
         consumer = Consumer(read_committed_consumer_config(self.settings, self.group_id))
         inputs = [TopicPartition(self.topics.oltp_in, 0), TopicPartition(self.topics.replies, 0)]
-        committed = consumer.committed(inputs, timeout=30)
-        for tp in committed:
+        # The group's offsets: those of a log written before positions were logged.
+        starts = consumer.committed(inputs, timeout=30)
+        for tp in starts:
+            tp.offset = max(tp.offset, positions.get(tp.topic or "", -1))
             if tp.offset < 0:
                 tp.offset = OFFSET_BEGINNING
-        consumer.assign(committed)
+        consumer.assign(starts)
         self._serving = _Serving(producer, consumer)
-        self._offsets = {}
+        self._positions = {tp.topic or "": tp.offset for tp in starts if tp.offset >= 0}
+        self._unlogged = True  # the epoch's first transaction logs them
         metrics.ACTIVE.set(1)
         log.info(
             "coordinator of %s took over: epoch %d, %d log records from offset %d, "
@@ -188,7 +200,7 @@ class CoordinatorService:
         log.warning("coordinator of %s standing by: %s", self.app.name, why)
         serving, self._serving = self._serving, None
         metrics.ACTIVE.set(0)
-        self._offsets = {}
+        self._positions, self._unlogged, self._positions_offset = {}, False, None
         if serving is not None:
             serving.consumer.close()
         if rejoin:
@@ -236,7 +248,8 @@ class CoordinatorService:
 
     def _handle(self, msg: Message, now: float) -> Actions:
         topic = msg.topic() or ""
-        self._offsets[topic] = (msg.offset() or 0) + 1
+        self._positions[topic] = (msg.offset() or 0) + 1
+        self._unlogged = True
         try:
             if topic == self.topics.oltp_in:
                 return self.machine.request(self.wire.decode(TxnRequest, msg.value() or b""), now)
@@ -247,26 +260,31 @@ class CoordinatorService:
             return Actions()
 
     def _flush(self, acts: Actions, force: bool = False) -> None:
-        """One Kafka transaction for the step: log records, engine requests, client results,
-        decisions and input offsets. A decision reaches participants only with the log
-        record that makes it durable, atomically; a coordinator taking over calls
-        `init_transactions`, which completes a transaction the crash left committing, before
-        it reads the log, so it never misses a decision a participant has seen.
+        """One Kafka transaction for the step: log records (the positions reached last),
+        engine requests, client results and decisions. A decision reaches participants
+        only with the log record that makes it durable, atomically; a coordinator taking
+        over calls `init_transactions`, which completes a transaction the crash left
+        committing, before it reads the log, so it never misses a decision a participant
+        has seen.
 
-        A transaction the broker aborts (e.g. an offset commit racing a rebalance of the
-        group) is sent again whole while this process still holds the role; anything else
-        (a fenced producer) raises, and the caller stands by."""
+        A transaction the broker aborts (a partition changing leader midway, say) is sent
+        again whole while this process still holds the role; anything else (a fenced
+        producer) raises, and the caller stands by."""
         for refused, why in acts.refused:
             log.warning("refused request %s, answered nowhere: %s", refused.request_id, why)
-        if not acts and not self._offsets and not force:
+        if not acts and not self._unlogged and not force:
             return
         serving = self._serving
         assert serving is not None, "only the active coordinator writes"
+        records = list(acts.log)
+        if self._unlogged:
+            reached = json.dumps(self._positions, sort_keys=True)
+            records.append(CoordinatorLog("positions", self.machine.epoch, results=reached))
         sends = self._sends(acts)
         deadline = time.monotonic() + self.settings.coordinator_session_timeout_s
         while True:
             try:
-                offsets = self._commit(serving.producer, acts.log, sends)
+                offsets = self._commit(serving.producer, records, sends)
                 break
             except KafkaException as e:
                 err = e.args[0] if e.args else None
@@ -275,7 +293,8 @@ class CoordinatorService:
                     raise
                 log.warning("sending the coordinator's transaction again: %s", error_text(e))
                 serving.producer.abort_transaction(30)
-        self._offsets = {}
+        if self._unlogged:
+            self._unlogged, self._positions_offset = False, offsets.pop()
         for record, offset in zip(acts.log, offsets, strict=True):
             self.machine.logged(record, offset)
         kinds = {r.kind for r in acts.log}
@@ -322,9 +341,6 @@ class CoordinatorService:
             send(p, self.topics.coordinator_log, value, partition=0, on_delivery=delivered(i))
         for m in sends:
             send(p, m.topic, m.value, key=m.key, partition=m.partition)
-        if self._offsets:
-            tps = [TopicPartition(t, 0, o) for t, o in self._offsets.items()]
-            p.send_offsets_to_transaction(tps, self.leadership.group_metadata(), 30)
         p.commit_transaction(60)
         p.poll(0)  # serves any delivery report the commit's flush left queued
         missing = [i for i in range(len(records)) if i not in offsets]
@@ -339,6 +355,8 @@ class CoordinatorService:
             return
         self._truncate_at = now + self.settings.coordinator_log_truncate_s
         point = self.machine.truncation_point()
+        if point is not None and self._positions_offset is not None:
+            point = min(point, self._positions_offset)
         if point is None or point <= self._log_start:
             return
         try:
@@ -357,3 +375,19 @@ class CoordinatorService:
             serving.consumer.close()
             serving.producer.flush(5)
         self.leadership.close()
+
+
+def _split_positions(
+    log_records: Iterable[tuple[int, CoordinatorLog]],
+) -> tuple[list[tuple[int, CoordinatorLog]], dict[str, int], int | None]:
+    """The state machine's records; the newest positions reached in the inputs, and the
+    offset of the record that holds them (None if the log holds none)."""
+    records: list[tuple[int, CoordinatorLog]] = []
+    positions: dict[str, int] = {}
+    at: int | None = None
+    for offset, record in log_records:
+        if record.kind == "positions":
+            positions, at = json.loads(record.results), offset
+        else:
+            records.append((offset, record))
+    return records, positions, at

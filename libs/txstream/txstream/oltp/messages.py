@@ -202,7 +202,7 @@ class EngineReply(Message):
 class CoordinatorLog(Message):
     schema_name = "txstream.CoordinatorLog"
     type_byte = b"L"
-    kind: str  # epoch | begin | decision | end | serialized | totals
+    kind: str  # epoch | begin | decision | end | serialized | totals | positions
     epoch: int
     txn_id: str = ""
     participants: list[int] = field(default_factory=list)
