@@ -5,7 +5,9 @@ transfers run lets the standby take over, and the next multi-partition transfer 
 within 10 s of the kill; money is conserved and no transaction is decided twice or two
 ways. The coordinator log is truncated below its oldest open transaction while that
 transaction's records stay, and a coordinator restarted on the truncated log still finds
-that transaction in doubt and decides it at the epoch of its prepare.
+that transaction in doubt and decides it at the epoch of its prepare. A restart on a log
+truncated past every request handles none of them again (the input positions are in the
+log), and offsets committed to the group before the positions were logged still count.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from bank.dataflow import INITIAL_BALANCE, build_app
 from tests.conftest import KafkaEnv
@@ -31,6 +34,7 @@ from tests.kafka_reads import read_to_end
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
+from txstream.kafka.clients import common_config
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_topics
@@ -290,6 +294,41 @@ def test_a_restart_on_a_log_truncated_past_every_request_handles_none_again(
     rows = {**h.tasks[0].tables()["accounts"], **h.tasks[1].tables()["accounts"]}
     balances = (rows[(a0,)]["balance"], rows[(a1,)]["balance"])
     assert balances == (INITIAL_BALANCE - 6, INITIAL_BALANCE + 6), "a transfer ran twice"
+
+
+def test_offsets_the_group_committed_before_positions_were_logged_still_count(
+    harness: Harness,
+) -> None:
+    """A log written before the positions went in it: the offsets committed to the
+    coordinators' group (as they were then) stand in, where they are further on."""
+    h = harness
+    a0, a1 = h.open_account(0), h.open_account(1)
+    busy = (0, 1)
+    h.stop_coordinator()
+    requests = TopicPartition(h.topics.oltp_in, 0)
+    group = f"txstream-{h.app.name}-coordinator"
+    committer = Consumer({**common_config(h.settings), "group.id": group})
+
+    def end() -> int:
+        return int(committer.get_watermark_offsets(requests, WAIT_S, cached=False)[1])
+
+    try:
+        before = end()
+        h.client.submit(transfer(a0, a1, 7), timeout_s=1)  # handled, as the group will say
+        poll(lambda: end() > before, "the transfer's request")
+        committer.commit(offsets=[TopicPartition(requests.topic, 0, end())], asynchronous=False)
+    finally:
+        committer.close()
+
+    h.coordinator, h._thread = h._start_coordinator()
+    h.until(lambda: h.coordinator.active, "the new coordinator to take over", ())
+    assert h.call(transfer(a0, a1, 1), busy).ok
+    h.until(lambda: not h.coordinator.machine.active, "every transfer to end", busy)
+    for p in busy:
+        h.tasks[p].commit()
+    rows = {**h.tasks[0].tables()["accounts"], **h.tasks[1].tables()["accounts"]}
+    balances = (rows[(a0,)]["balance"], rows[(a1,)]["balance"])
+    assert balances == (INITIAL_BALANCE - 1, INITIAL_BALANCE + 1), "the request ran again"
 
 
 def test_a_broker_error_while_taking_over_is_retried(
