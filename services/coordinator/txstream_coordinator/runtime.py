@@ -22,9 +22,9 @@ one dies, or at once when it stops cleanly.
 Every `coordinator_log_truncate_s` the active coordinator deletes the log below
 `Coordinator.truncation_point()` (`delete_records`), right after a commit, when the
 machine's state is exactly what the log replays to, and never past the newest positions
-record. Deleting keeps the log a plain
-sequence that recovery reads as ever; compaction would need a key per record and
-tombstones, and still keep one record per ended transaction.
+record. Deleting keeps the log a plain sequence that recovery reads as ever; compaction
+would need a key per record and tombstones, and still keep one record per ended
+transaction.
 """
 
 from __future__ import annotations
