@@ -138,6 +138,7 @@ def test_standby_takes_over_a_killed_coordinator_within_10s(
 # -- the truncated log --------------------------------------------------------------------
 
 PARTITIONS = 4
+BUSY = (0, 1)  # the partitions the transfers of the log's tests run on
 
 
 class Harness:
@@ -170,9 +171,12 @@ class Harness:
         self._thread.join(WAIT_S)
         assert not self._thread.is_alive(), "the coordinator did not stop"
 
+    def start_coordinator(self) -> None:
+        self.coordinator, self._thread = self._start_coordinator()
+
     def restart_coordinator(self) -> None:
         self.stop_coordinator()
-        self.coordinator, self._thread = self._start_coordinator()
+        self.start_coordinator()
 
     def close(self) -> None:
         self.client.close()
@@ -202,6 +206,15 @@ class Harness:
         r = self.call([fragment(a, "open_accounts", accounts=[a])], (partition,))
         assert r.ok, r
         return a
+
+    def settled_balances(self, *accounts: int) -> tuple[int, ...]:
+        """The accounts' committed balances, once every transaction has ended and the
+        partitions stepped here have committed."""
+        self.until(lambda: not self.coordinator.machine.active, "every transfer to end", BUSY)
+        for p in BUSY:
+            self.tasks[p].commit()
+        rows = {k: v for p in BUSY for k, v in self.tasks[p].tables()["accounts"].items()}
+        return tuple(rows[(a,)]["balance"] for a in accounts)
 
     def log_records(self) -> list[tuple[int, CoordinatorLog]]:
         return [
@@ -278,21 +291,16 @@ def test_a_restart_on_a_log_truncated_past_every_request_handles_none_again(
     coordinators' group commits no offsets)."""
     h = harness
     a0, a1 = h.open_account(0), h.open_account(1)
-    busy = (0, 1)
     for _ in range(5):
-        assert h.call(transfer(a0, a1, 1), busy).ok
+        assert h.call(transfer(a0, a1, 1), BUSY).ok
     last_begin = max(o for o, r in h.log_records() if r.kind == "begin")
     log = h.topics.coordinator_log
-    h.until(lambda: h.admin.start_offset(log, 0) > last_begin, "the log to be truncated", busy)
+    h.until(lambda: h.admin.start_offset(log, 0) > last_begin, "the log to be truncated", BUSY)
 
     h.restart_coordinator()
     h.until(lambda: h.coordinator.active, "the new coordinator to take over", ())
-    assert h.call(transfer(a0, a1, 1), busy).ok
-    h.until(lambda: not h.coordinator.machine.active, "every transfer to end", busy)
-    for p in busy:
-        h.tasks[p].commit()
-    rows = {**h.tasks[0].tables()["accounts"], **h.tasks[1].tables()["accounts"]}
-    balances = (rows[(a0,)]["balance"], rows[(a1,)]["balance"])
+    assert h.call(transfer(a0, a1, 1), BUSY).ok
+    balances = h.settled_balances(a0, a1)
     assert balances == (INITIAL_BALANCE - 6, INITIAL_BALANCE + 6), "a transfer ran twice"
 
 
@@ -303,11 +311,9 @@ def test_offsets_the_group_committed_before_positions_were_logged_still_count(
     coordinators' group (as they were then) stand in, where they are further on."""
     h = harness
     a0, a1 = h.open_account(0), h.open_account(1)
-    busy = (0, 1)
     h.stop_coordinator()
     requests = TopicPartition(h.topics.oltp_in, 0)
-    group = f"txstream-{h.app.name}-coordinator"
-    committer = Consumer({**common_config(h.settings), "group.id": group})
+    committer = Consumer({**common_config(h.settings), "group.id": h.coordinator.group_id})
 
     def end() -> int:
         return int(committer.get_watermark_offsets(requests, WAIT_S, cached=False)[1])
@@ -320,14 +326,10 @@ def test_offsets_the_group_committed_before_positions_were_logged_still_count(
     finally:
         committer.close()
 
-    h.coordinator, h._thread = h._start_coordinator()
+    h.start_coordinator()
     h.until(lambda: h.coordinator.active, "the new coordinator to take over", ())
-    assert h.call(transfer(a0, a1, 1), busy).ok
-    h.until(lambda: not h.coordinator.machine.active, "every transfer to end", busy)
-    for p in busy:
-        h.tasks[p].commit()
-    rows = {**h.tasks[0].tables()["accounts"], **h.tasks[1].tables()["accounts"]}
-    balances = (rows[(a0,)]["balance"], rows[(a1,)]["balance"])
+    assert h.call(transfer(a0, a1, 1), BUSY).ok
+    balances = h.settled_balances(a0, a1)
     assert balances == (INITIAL_BALANCE - 1, INITIAL_BALANCE + 1), "the request ran again"
 
 
