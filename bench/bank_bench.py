@@ -22,7 +22,7 @@ from datetime import date
 from pathlib import Path
 from typing import Any
 
-from machine_info import machine, machine_text
+from machine_info import crowded_warning, machine, machine_text
 
 from bank.run import BankConfig, BankReport, BankRun
 from txstream.config import Settings
@@ -107,8 +107,10 @@ def main() -> int:
     args = p.parse_args()
     settings = Settings()
     Stack(settings).up_kafka(lambda line: print(line, file=sys.stderr))
+    m = machine(settings)  # before the runs create their topics
+    if (warning := crowded_warning(m)) is not None:
+        print(f"warning: {warning}", file=sys.stderr)
     rows = [row(mix, run_one(settings, args, mix)) for mix in args.mixes.split(",")]
-    m = machine()
     doc = {
         "date": date.today().isoformat(),
         "machine": m,

@@ -13,6 +13,8 @@ from pathlib import Path
 from typing import Any
 
 from txstream import native
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
 
 # A column of a markdown table: its heading, the row's key, and how to show the value: a
 # format spec (right-aligned, as numbers are), "s" (text, left-aligned) or "yes" (a flag).
@@ -29,21 +31,49 @@ def ram_gib() -> float | None:
     return None
 
 
-def machine() -> dict[str, Any]:
+# A shared broker holding this many topics or more is crowded: one left with 4,305 topics by
+# earlier runs ran a ZGC cycle every 1-4 s under load instead of every 20-40 s, and the
+# Leaderboard's p99 at 1,700 batches/s was 78-199 ms against 41-64 once they were deleted
+# (docs/benchmarks.md, session 36). Figures from a crowded broker are not comparable.
+CROWDED_TOPICS = 500
+
+
+def machine(settings: Settings | None = None) -> dict[str, Any]:
+    """The machine; with `settings`, also the topics and partitions its broker holds now,
+    so call it before the run creates its own."""
     ram = ram_gib()
-    return {
+    m: dict[str, Any] = {
         "node": platform.node(),
         "cores": os.cpu_count(),
         "ram_gib": None if ram is None else round(ram, 1),
         "python": platform.python_version(),
         "hot_path": native.status(),  # the worker's, which inherits this environment
     }
+    if settings is not None:
+        counts = TopicAdmin(settings).partition_counts()
+        m["broker_topics"], m["broker_partitions"] = len(counts), sum(counts.values())
+    return m
 
 
 def machine_text(m: dict[str, Any]) -> str:
     ram = "? GiB" if m["ram_gib"] is None else f"{m['ram_gib']:.1f} GiB"
     hot = f", hot path {m['hot_path']}" if "hot_path" in m else ""
-    return f"{m['cores']} cores, {ram} RAM, Python {m['python']}{hot}"
+    broker = ""
+    if "broker_topics" in m:
+        broker = (f", the broker holding {m['broker_topics']:,} topics "
+                  f"({m['broker_partitions']:,} partitions) at the start")  # fmt: skip
+    return f"{m['cores']} cores, {ram} RAM, Python {m['python']}{hot}{broker}"
+
+
+def crowded_warning(m: dict[str, Any]) -> str | None:
+    """A warning when the broker was crowded at the start (CROWDED_TOPICS), else None."""
+    topics = m.get("broker_topics", 0)
+    if topics < CROWDED_TOPICS:
+        return None
+    return (f"the broker holds {topics:,} topics, most likely left by earlier runs: its "
+            "garbage collection then slows every request, and these figures are not "
+            "comparable with a clean broker's (delete the stale ones with `txstream topics "
+            "delete --prefix ...`)")  # fmt: skip
 
 
 def write_report(

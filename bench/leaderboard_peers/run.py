@@ -42,7 +42,7 @@ from bench.leaderboard_peers import (
 from bench.leaderboard_peers.check import Measured, differences
 from bench.leaderboard_peers.postgres import Cluster, private_cluster
 from bench.leaderboard_peers.topics import delete_topics_with
-from bench.machine_info import machine, machine_text
+from bench.machine_info import crowded_warning, machine, machine_text
 from leaderboard.dataflow import Params
 from leaderboard.votegen import write_votes_file
 from tests.reference.leaderboard_ref import run_reference
@@ -165,13 +165,16 @@ def main() -> None:
     args = parser.parse_args()
 
     params = Params(args.contestants, args.threshold, args.max_votes, args.window, args.slide)
+    host = machine(Settings())  # before any system creates its topics
+    if (warning := crowded_warning(host)) is not None:
+        console.print(f"[yellow]warning: {warning}[/yellow]")
     meta: dict[str, Any] = {
         "date": str(date.today()),
         "command": " ".join(
             [".venv/bin/python -m bench.leaderboard_peers", *map(shlex.quote, sys.argv[1:])]
         ),
-        "machine": machine(),
-        "machine_text": machine_text(machine()),
+        "machine": host,
+        "machine_text": machine_text(host),
         "cpus": cpu_placement(Settings()),
         "votes": args.votes,
         "batch_size": args.batch_size,

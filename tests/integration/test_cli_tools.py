@@ -142,6 +142,43 @@ def test_delete_topics_waits_until_they_are_gone(
         topics.describe_topic(names[0])
 
 
+def test_topics_delete_takes_names_and_prefixes_and_lists_first_on_a_dry_run(
+    kafka: KafkaEnv, env: dict[str, str], new_topic: Callable[..., str]
+) -> None:
+    stem = f"cli-del-{uuid.uuid4().hex[:8]}"
+    by_prefix = [new_topic(f"{stem}.a"), new_topic(f"{stem}.b", partitions=2)]
+    named, kept = new_topic("cli-del-named"), new_topic(f"{stem}x")
+    topics = admin(kafka)
+
+    dry = run(env, "topics", "delete", named, "--prefix", f"{stem}.", "--dry-run")
+    assert dry.exit_code == 0, dry.stderr
+    assert dry.stdout.splitlines() == sorted([*by_prefix, named])
+    assert "would delete 3 topics" in dry.stderr
+    assert {*by_prefix, named, kept} <= set(topics.list_topics())
+
+    done = run(env, "topics", "delete", named, "--prefix", f"{stem}.")
+    assert done.exit_code == 0, done.stderr
+    assert done.stdout.splitlines() == sorted([*by_prefix, named])
+    left = set(topics.list_topics())
+    assert not {*by_prefix, named} & left
+    assert kept in left
+
+
+def test_topics_delete_names_a_missing_topic_and_deletes_nothing(
+    kafka: KafkaEnv, env: dict[str, str], new_topic: Callable[..., str]
+) -> None:
+    there = new_topic("cli-del-there")
+    missing = f"cli-del-missing-{uuid.uuid4().hex[:8]}"
+    result = run(env, "topics", "delete", there, missing)
+    assert result.exit_code == 1
+    assert f"no such topic: {missing}; nothing deleted" in result.stderr
+    assert there in admin(kafka).list_topics()
+    for args in ([], ["--prefix", ""]):
+        refused = run(env, "topics", "delete", *args)
+        assert refused.exit_code == 2
+        assert "name the topics" in refused.stderr or "every topic" in refused.stderr
+
+
 def test_topics_create_names_a_bad_config(env: dict[str, str]) -> None:
     name = f"cli-badcfg-{uuid.uuid4().hex[:8]}"
     malformed = run(env, "topics", "create", name, "--config", "retention.ms")

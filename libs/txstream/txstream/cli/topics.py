@@ -1,4 +1,4 @@
-"""`txstream topics create|list|describe`."""
+"""`txstream topics create|list|describe|delete|ensure`."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.topics import ensure_app_topics
 from txstream.model.app import AppLoadError, load_app
 
-app = typer.Typer(help="Create, list and describe Kafka topics.", no_args_is_help=True)
+app = typer.Typer(help="Create, list, describe and delete Kafka topics.", no_args_is_help=True)
 out = Console(soft_wrap=True, markup=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
@@ -110,6 +110,45 @@ def describe(
     out.print(f"{label}:{'' if shown else ' none'}", markup=False)
     for key, value in shown.items():
         out.print(f"  {key}={value}", markup=False)
+
+
+@app.command()
+def delete(
+    names: Annotated[list[str] | None, typer.Argument(help="Topics to delete.")] = None,
+    prefix: Annotated[
+        list[str] | None,
+        typer.Option(help="Also every topic whose name starts with this; repeatable."),
+    ] = None,
+    dry_run: Annotated[bool, typer.Option(help="Only list what would be deleted.")] = False,
+) -> None:
+    """Delete topics, and wait until the broker has: e.g. an app's, once its results are no
+    longer needed. Runs leave their apps' topics behind, and a broker crowded with them
+    collects garbage far more often and answers every client more slowly. Kafka's internal
+    topics are never matched."""
+    prefixes = prefix or []
+    if not names and not prefixes:
+        err.print("[red]error:[/red] name the topics, or give --prefix")
+        raise typer.Exit(2)
+    if any(not p for p in prefixes):
+        err.print("[red]error:[/red] an empty --prefix would match every topic")
+        raise typer.Exit(2)
+    try:
+        admin = TopicAdmin(Settings())
+        existing = admin.list_topics()
+        missing = sorted(set(names or []) - set(existing))
+        if missing:
+            err.print(f"[red]error:[/red] no such topic: {escape(', '.join(missing))}; "
+                      "nothing deleted")  # fmt: skip
+            raise typer.Exit(1)
+        chosen = sorted(set(names or []) | {t for t in existing if t.startswith(tuple(prefixes))})
+        if not dry_run:
+            admin.delete_topics(chosen)
+    except KafkaAdminError as e:
+        raise fail(e) from e
+    for name in chosen:
+        out.print(name, markup=False)
+    verb = "would delete" if dry_run else "deleted"
+    err.print(f"{verb} {len(chosen)} topic{'' if len(chosen) == 1 else 's'}")
 
 
 @app.command()

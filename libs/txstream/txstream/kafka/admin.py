@@ -155,6 +155,11 @@ class TopicAdmin:
         names = self._metadata().topics
         return sorted(n for n in names if include_internal or not n.startswith("__"))
 
+    def partition_counts(self) -> dict[str, int]:
+        """{topic: partitions} for every topic but Kafka's own, from one metadata request."""
+        topics = self._metadata().topics
+        return {n: len(t.partitions) for n, t in topics.items() if not n.startswith("__")}
+
     def partitions(self, name: str) -> list[int]:
         """The topic's partition ids, or TopicNotFoundError."""
         return sorted(self._topic(name).partitions)
