@@ -49,6 +49,15 @@ class ServiceProcess:
         """The exit status (negative: killed by that signal) once it ends by itself."""
         return self.proc.wait(timeout_s)
 
+    def resume(self) -> None:
+        """SIGCONT: wake a process frozen at a `stop` failpoint."""
+        self.proc.send_signal(signal.SIGCONT)
+
+    def stopped(self) -> bool:
+        """Frozen by SIGSTOP (its own, at a `stop` failpoint)."""
+        stat = Path(f"/proc/{self.proc.pid}/stat").read_text()
+        return stat.rsplit(")", 1)[1].split()[0] == "T"
+
     def kill(self) -> None:
         if self.alive():
             self.proc.send_signal(signal.SIGKILL)

@@ -26,7 +26,7 @@ from bank.dataflow import INITIAL_BALANCE
 from tests.conftest import cluster_settings
 from tests.faults.chaos import Chaos, sigkill
 from tests.faults.scale import LONG, scaled, seeds
-from tests.integration.bank_cluster import BankCluster, decisions_by_txn, logged_decisions
+from tests.integration.bank_cluster import BankCluster, assert_each_decided_once
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
 from txstream.kafka.routing import partition_of
@@ -224,10 +224,7 @@ def test_bank_conserves_money_with_brokers_workers_and_coordinators_killed(
         assert not wrong, f"{len(wrong)} balances differ from the committed transfers: " + str(
             list(wrong.items())[:5]
         )
-        twice = {t: c for t, c in logged_decisions(settings, bank.topics).items() if len(c) > 1}
-        assert not twice, f"decided more than once: {twice}"
-        two_ways = {t: s for t, s in decisions_by_txn(bank).items() if len(s) > 1}
-        assert not two_ways, f"decided two ways or at two epochs: {two_ways}"
+        assert_each_decided_once(bank)
     finally:
         cluster.stop(lambda _: None)
 

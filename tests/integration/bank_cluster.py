@@ -168,3 +168,13 @@ def logged_decisions(settings: Settings, topics: AppTopics) -> dict[str, list[bo
         if r.kind == "decision":
             out.setdefault(r.txn_id, []).append(r.commit)
     return out
+
+
+def assert_each_decided_once(cluster: BankCluster) -> None:
+    """No transaction decided twice in the coordinator log, nor sent to its participants
+    decided two ways or at two epochs."""
+    logged = logged_decisions(cluster.settings, cluster.topics)
+    twice = {t: c for t, c in logged.items() if len(c) > 1}
+    assert not twice, f"decided more than once: {twice}"
+    two_ways = {t: s for t, s in decisions_by_txn(cluster).items() if len(s) > 1}
+    assert not two_ways, f"decided two ways or at two epochs: {two_ways}"

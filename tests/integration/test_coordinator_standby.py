@@ -23,14 +23,10 @@ from confluent_kafka import Consumer, TopicPartition
 
 from bank.dataflow import INITIAL_BALANCE, build_app
 from tests.conftest import KafkaEnv
-from tests.integration.bank_cluster import (
-    BankCluster,
-    decisions_by_txn,
-    logged_decisions,
-    wait_for_text,
-)
+from tests.integration.bank_cluster import BankCluster, assert_each_decided_once, wait_for_text
 from tests.integration.sequencer_driver import unique
 from tests.kafka_reads import read_to_end
+from tests.service_process import ServiceProcess
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
@@ -90,6 +86,19 @@ def poll(done: Callable[[], bool], what: str, timeout_s: float = WAIT_S) -> None
         time.sleep(0.05)
 
 
+def serve_with_standby(
+    cluster: BankCluster, client: TxClient
+) -> tuple[ServiceProcess, list[tuple[int, int]]]:
+    """Three pairs of accounts on two engines each, a transfer the running coordinator
+    serves, then a second coordinator, standing by. Returns it and the pairs."""
+    pairs = [cluster.accounts_apart() for _ in range(3)]
+    cluster.open(client, *(a for pair in pairs for a in pair))
+    assert cluster.transfer(client, *pairs[0], 1).ok  # the first one serves
+    second = cluster.coordinator(log="coordinator-2.log")
+    wait_for_text(second.log, "standing by", WAIT_S)
+    return second, pairs
+
+
 def test_standby_takes_over_a_killed_coordinator_within_10s(
     kafka: KafkaEnv, tmp_path: Path
 ) -> None:
@@ -97,12 +106,8 @@ def test_standby_takes_over_a_killed_coordinator_within_10s(
     try:
         cluster.worker()
         first = cluster.coordinator(log="coordinator-1.log")
-        pairs = [cluster.accounts_apart() for _ in range(3)]
         with cluster.client(timeout_s=30) as client:
-            cluster.open(client, *(a for pair in pairs for a in pair))
-            assert cluster.transfer(client, *pairs[0], 1).ok  # the first one serves
-            second = cluster.coordinator(log="coordinator-2.log")
-            wait_for_text(second.log, "standing by", WAIT_S)
+            second, pairs = serve_with_standby(cluster, client)
             before = money(cluster, client)
 
             load = Load(cluster, pairs[1:])
@@ -126,11 +131,7 @@ def test_standby_takes_over_a_killed_coordinator_within_10s(
                 load.join()
             wait_for_text(second.log, "took over", 1)
             assert money(cluster, client) == before, "money was made or lost"
-        logged = logged_decisions(cluster.settings, cluster.topics)
-        twice = {t: c for t, c in logged.items() if len(c) > 1}
-        assert not twice, f"decided more than once: {twice}"
-        two_ways = {t: s for t, s in decisions_by_txn(cluster).items() if len(s) > 1}
-        assert not two_ways, f"decided two ways or at two epochs: {two_ways}"
+        assert_each_decided_once(cluster)
     finally:
         cluster.stop_all()
 

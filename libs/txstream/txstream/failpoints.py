@@ -1,9 +1,10 @@
-"""Named points where a fault test makes a real process crash, or lose a message.
+"""Named points where a fault test makes a real process crash, freeze, or lose a message.
 
 `TXSTREAM_FAILPOINTS="coordinator.after_decision=kill,coordinator.drop_prepare=drop@3"`
 arms two points: the first hit of `coordinator.after_decision` SIGKILLs the process, the
-third hit of `coordinator.drop_prepare` drops that message. Each point fires once. Unset,
-every check is a dictionary miss.
+third hit of `coordinator.drop_prepare` drops that message. `stop` SIGSTOPs the process at
+the point, so a test can wake it there (SIGCONT) as a zombie, after others took its place.
+Each point fires once. Unset, every check is a dictionary miss.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ def arm(spec: str) -> None:
     for item in filter(None, (s.strip() for s in spec.split(","))):
         name, _, action = item.partition("=")
         what, _, nth = action.partition("@")
-        if what not in ("kill", "drop") or (nth and not nth.isdigit()):
-            raise ValueError(f"failpoint {item!r} must be name=kill|drop[@n]")
+        if what not in ("kill", "stop", "drop") or (nth and not nth.isdigit()):
+            raise ValueError(f"failpoint {item!r} must be name=kill|stop|drop[@n]")
         _armed[name] = (what, int(nth or 1))
 
 
@@ -39,6 +40,9 @@ def hit(name: str) -> bool:
         return False
     if action == "kill":
         os.kill(os.getpid(), signal.SIGKILL)
+    if action == "stop":
+        os.kill(os.getpid(), signal.SIGSTOP)  # returns once woken
+        return False
     return True
 
 

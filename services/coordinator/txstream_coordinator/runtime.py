@@ -281,6 +281,8 @@ class CoordinatorService:
             reached = json.dumps(self._positions, sort_keys=True)
             records.append(CoordinatorLog("positions", self.machine.epoch, results=reached))
         sends = self._sends(acts)
+        if acts.decisions:
+            failpoints.hit("coordinator.before_decision")
         deadline = time.monotonic() + self.settings.coordinator_session_timeout_s
         while True:
             try:
