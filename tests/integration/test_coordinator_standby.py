@@ -217,6 +217,13 @@ class Harness:
         rows = {k: v for p in BUSY for k, v in self.tasks[p].tables()["accounts"].items()}
         return tuple(rows[(a,)]["balance"] for a in accounts)
 
+    def settled_after_a_transfer(self, a: int, b: int) -> tuple[int, ...]:
+        """Once a (re)started coordinator serves, one more transfer of 1 from `a` to `b`;
+        then both accounts' settled balances."""
+        self.until(lambda: self.coordinator.active, "the new coordinator to take over", ())
+        assert self.call(transfer(a, b, 1), BUSY).ok
+        return self.settled_balances(a, b)
+
     def log_records(self) -> list[tuple[int, CoordinatorLog]]:
         return [
             (msg.offset() or 0, self.wire.decode(CoordinatorLog, msg.value() or b""))
@@ -299,9 +306,7 @@ def test_a_restart_on_a_log_truncated_past_every_request_handles_none_again(
     h.until(lambda: h.admin.start_offset(log, 0) > last_begin, "the log to be truncated", BUSY)
 
     h.restart_coordinator()
-    h.until(lambda: h.coordinator.active, "the new coordinator to take over", ())
-    assert h.call(transfer(a0, a1, 1), BUSY).ok
-    balances = h.settled_balances(a0, a1)
+    balances = h.settled_after_a_transfer(a0, a1)
     assert balances == (INITIAL_BALANCE - 6, INITIAL_BALANCE + 6), "a transfer ran twice"
 
 
@@ -328,9 +333,7 @@ def test_offsets_the_group_committed_before_positions_were_logged_still_count(
         committer.close()
 
     h.start_coordinator()
-    h.until(lambda: h.coordinator.active, "the new coordinator to take over", ())
-    assert h.call(transfer(a0, a1, 1), BUSY).ok
-    balances = h.settled_balances(a0, a1)
+    balances = h.settled_after_a_transfer(a0, a1)
     assert balances == (INITIAL_BALANCE - 1, INITIAL_BALANCE + 1), "the request ran again"
 
 

@@ -125,8 +125,8 @@ def delete(
     longer needed. Runs leave their apps' topics behind, and a broker crowded with them
     collects garbage far more often and answers every client more slowly. Kafka's internal
     topics are never matched."""
-    prefixes = prefix or []
-    if not names and not prefixes:
+    named, prefixes = set(names or []), tuple(prefix or [])
+    if not named and not prefixes:
         err.print("[red]error:[/red] name the topics, or give --prefix")
         raise typer.Exit(2)
     if any(not p for p in prefixes):
@@ -135,12 +135,12 @@ def delete(
     try:
         admin = TopicAdmin(Settings())
         existing = admin.list_topics()
-        missing = sorted(set(names or []) - set(existing))
+        missing = sorted(named - set(existing))
         if missing:
             err.print(f"[red]error:[/red] no such topic: {escape(', '.join(missing))}; "
                       "nothing deleted")  # fmt: skip
             raise typer.Exit(1)
-        chosen = sorted(set(names or []) | {t for t in existing if t.startswith(tuple(prefixes))})
+        chosen = sorted(named | {t for t in existing if t.startswith(prefixes)})
         if not dry_run:
             admin.delete_topics(chosen)
     except KafkaAdminError as e:
