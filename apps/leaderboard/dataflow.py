@@ -99,10 +99,15 @@ def build_app(params: Params, name: str = "leaderboard", recovery: str = "change
         counts: dict[int, int] = {}
         for vote in ctx.window("trending_window").visible():
             counts[vote["contestant_number"]] = counts.get(vote["contestant_number"], 0) + 1
+        # A slide moves at most 2 * slide of the counts: write only those, so each slide
+        # adds a few rows to the write set and the changelog, not the whole table.
         table = ctx.table("trending")
-        for key, _ in table.scan():
-            if key[0] not in counts:
+        for key, row in table.scan():
+            n = counts.pop(int(key[0]), None)
+            if n is None:
                 table.delete(key)
+            elif n != row["value"]:
+                table.put(key, {"value": n})
         for number, n in counts.items():
             table.put(number, {"value": n})
 
