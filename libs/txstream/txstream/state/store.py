@@ -84,7 +84,7 @@ def _options(memtable_bytes: int) -> Options:
     opts.set_keep_log_file_num(3)
     # Most reads of a row miss (a vote's first sighting): the memtable, which holds every
     # recent write, then answers from a bloom filter instead of walking its skip list
-    # (an absent key 0.4-0.6 µs against 2.5-3.3). The filter costs 2% of a memtable.
+    # (an absent key 0.3-0.6 µs against 2.5-3.3). The filter costs 2% of a memtable.
     opts.set_memtable_whole_key_filtering(True)
     opts.set_memtable_prefix_bloom_ratio(0.02)
     table = BlockBasedOptions()
