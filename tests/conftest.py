@@ -1,7 +1,9 @@
 """Shared fixtures: one real Kafka broker per test session.
 
-A broker already answering at the configured address (e.g. after `make up`) is reused;
-otherwise one is started in a private home with free ports and stopped, by pid, at the end.
+The broker is always the session's own, in a private home with free ports, stopped by pid
+at the end, even when a developer's stack is up: tests leave hundreds of topics behind, and
+a dev broker holding thousands ran a collection every few seconds and slowed every later
+benchmark on it (docs/benchmarks.md, session 36).
 """
 
 from __future__ import annotations
@@ -86,10 +88,6 @@ class KafkaEnv:
 
 @pytest.fixture(scope="session")
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaEnv]:
-    shared = Settings()
-    if KafkaBroker(shared).answers(timeout_s=2.0):
-        yield KafkaEnv(shared)
-        return
     settings = private_settings(tmp_path_factory.mktemp("kafka-home"))
     broker = KafkaBroker(settings)
     broker.start()

@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     kafka_port: int = 9092
     kafka_controller_port: int = 9192
     kafka_libs: Path = project_root() / "build" / "kafka" / "libs"
+    # A 2 GB heap with `-XX:-ZProactive` collects once a minute or two instead of every
+    # 8-16 s under load, but gave the Leaderboard no lower p99 in alternating runs
+    # (docs/benchmarks.md, session 38), so the dev broker keeps its RAM small.
     kafka_heap: str = "768m"
     # The native stack's broker JVM. ZGC's pauses are under a millisecond; G1's young
     # collections, once per few seconds under load, paused the broker 20-83 ms on two shared
