@@ -16,7 +16,7 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -80,7 +80,9 @@ def measure_level(
     votes: Path,
     fraction: float,
     tags: list[str],
+    on_sending: Callable[[int], None] | None = None,
 ) -> Level:
+    """`on_sending`: called with the worker's pid just before the first vote is sent."""
     app = build_app(params, name=f"bench-lat-{uuid.uuid4().hex[:8]}")
     tags.append(app.name)
     topics = AppTopics(app.name)
@@ -105,6 +107,9 @@ def measure_level(
         # The votes in memory, frozen: else this process's own full collections (50 ms and
         # more, walking them all) stall the sender and the reader and count as latency.
         freeze_startup_objects()
+        pid = worker.child_pid()
+        if on_sending is not None and pid is not None:
+            on_sending(pid)
         latencies, span = _paced(producer, settings, loader, topics, batches, rate)
     finally:
         worker.stop()
