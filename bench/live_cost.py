@@ -50,15 +50,17 @@ class Run:
         return sum(self.us_per_batch.values())
 
 
-def _thread_ticks(pid: int) -> dict[str, tuple[str, int]]:
+def _thread_ticks(pid: int, proc: Path = Path("/proc")) -> dict[str, tuple[str, int]]:
     """tid -> (the OS's name of the thread, its user and system ticks so far)."""
     ticks = {}
-    for tid in os.listdir(f"/proc/{pid}/task"):
-        with open(f"/proc/{pid}/task/{tid}/stat") as f:
-            stat = f.read()
+    for task in (proc / str(pid) / "task").iterdir():
+        try:
+            stat = (task / "stat").read_text()
+        except (FileNotFoundError, ProcessLookupError):
+            continue  # the thread ended meanwhile; the process ending stops the listing
         name, fields = stat[stat.index("(") + 1 : stat.rindex(")")], stat[stat.rindex(")") + 2 :]
         utime, stime = fields.split()[11:13]
-        ticks[tid] = (name, int(utime) + int(stime))
+        ticks[task.name] = (name, int(utime) + int(stime))
     return ticks
 
 
