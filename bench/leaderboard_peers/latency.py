@@ -107,8 +107,7 @@ def measure_level(
         # The votes in memory, frozen: else this process's own full collections (50 ms and
         # more, walking them all) stall the sender and the reader and count as latency.
         freeze_startup_objects()
-        pid = worker.child_pid()
-        if on_sending is not None and pid is not None:
+        if on_sending is not None and (pid := worker.child_pid()) is not None:
             on_sending(pid)
         latencies, span = _paced(producer, settings, loader, topics, batches, rate)
     finally:
