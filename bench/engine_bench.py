@@ -20,6 +20,8 @@ from __future__ import annotations
 import statistics
 import tempfile
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import date
 from pathlib import Path
@@ -52,12 +54,13 @@ def encoded_batches(app: App, registry: SchemaRegistry, votes: Path) -> list[tup
     ]
 
 
-def run_once(
-    app: App, registry: SchemaRegistry, batches: list[tuple[int, bytes]], group: int, db: Path
-) -> tuple[float, float]:
-    """Seconds for the whole run of `batches`, committing every `group` batches: the task
-    thread's CPU time, which the machine's other load does not stretch as it does the wall
-    clock, and the wall clock."""
+@contextmanager
+def leaderboard_engine(
+    app: App, registry: SchemaRegistry, db: Path
+) -> Iterator[tuple[PartitionEngine, Callable[[], None]]]:
+    """The partition engine over a fresh store at `db`, the reference data committed, and
+    its group commit without Kafka: the writes encoded, as the commit thread does, and
+    applied to RocksDB, as the task thread does once Kafka has committed them."""
     settings = Settings()
     codec = StateCodec(app.dataflow(), registry)
     batch_codecs = {
@@ -79,7 +82,17 @@ def run_once(
             state.apply(codec.encode_writes(engine.take_group().ws), offset)
 
         commit()
-        votes = batch_codecs["votes"]
+        yield engine, commit
+
+
+def run_once(
+    app: App, registry: SchemaRegistry, batches: list[tuple[int, bytes]], group: int, db: Path
+) -> tuple[float, float]:
+    """Seconds for the whole run of `batches`, committing every `group` batches: the task
+    thread's CPU time, which the machine's other load does not stretch as it does the wall
+    clock, and the wall clock."""
+    votes = BatchCodec(registry.get(app.decl.streams["votes"].schema))
+    with leaderboard_engine(app, registry, db) as (engine, commit):
         started, cpu = time.perf_counter(), time.thread_time()
         for n, (batch_id, record) in enumerate(batches, 1):
             engine.process("votes", batch_id, votes.decode(record).tuples)
