@@ -33,7 +33,7 @@ from bench.machine_info import machine, machine_text
 from leaderboard.dataflow import Params, build_app
 from leaderboard.votegen import write_votes_file
 from txstream.config import Settings
-from txstream.schemas.codec import BatchCodec
+from txstream.model.app import App
 from txstream.schemas.registry import SchemaRegistry
 
 PAUSE_S = 0.0003  # about a live worker's time between records at 3,000-4,000 batches/s
@@ -85,19 +85,21 @@ class Tally:
 
 
 def run_once(
-    kinds: list[str], batches: list[tuple[int, bytes]], group: int, db: Path, seed: int
+    app: App,
+    registry: SchemaRegistry,
+    kinds: list[str],
+    batches: list[tuple[int, bytes]],
+    group: int,
+    db: Path,
+    seed: int,
 ) -> dict[str, float]:
-    params = Params(contestants=50, threshold=5000, max_votes=1, window=100, slide=10)
-    app = build_app(params, name="interleave-bench")
-    registry = SchemaRegistry(Settings().schema_dir)
-    votes = BatchCodec(registry.get(app.decl.streams["votes"].schema))
     pick, tally = random.Random(seed), Tally(kinds)
-    with leaderboard_engine(app, registry, db) as (engine, commit):
+    with leaderboard_engine(app, registry, db) as (run, commit):
         for n, (batch_id, record) in enumerate(batches, 1):
             kind = pick.choice(kinds)
             BETWEEN[kind]()
             started = time.perf_counter()
-            engine.process("votes", batch_id, votes.decode(record).tuples)
+            run(batch_id, record)
             if n % group == 0:
                 commit()
             tally.add(kind, time.perf_counter() - started)
@@ -113,14 +115,16 @@ def main(
 ) -> None:
     kinds = parse_kinds(between)
     params = Params(contestants=50, threshold=5000, max_votes=1, window=100, slide=10)
+    app = build_app(params, name="interleave-bench")
     registry = SchemaRegistry(Settings().schema_dir)
     with tempfile.TemporaryDirectory(prefix="interleave-bench-") as tmp:
         path = Path(tmp) / "votes.txt"
         write_votes_file(path, votes, contestants=params.contestants, seed=seed)
-        batches = encoded_batches(build_app(params), registry, path)
+        batches = encoded_batches(app, registry, path)
         runs = []
         for i in range(repeat):
-            runs.append(run_once(kinds, batches, group, Path(tmp) / f"db-{i}", seed + i))
+            db = Path(tmp) / f"db-{i}"
+            runs.append(run_once(app, registry, kinds, batches, group, db, seed + i))
             shown = ", ".join(f"{k} {us:.1f}" for k, us in runs[-1].items())
             typer.echo(f"run {i + 1}: {shown} µs a batch", err=True)
     base = statistics.median(r["none"] for r in runs) if "none" in kinds else None
