@@ -141,6 +141,7 @@ bench: up peers-venv
 	$(BIN)/python -m bench.engine_bench --votes 20000 --groups 1,20,5000
 	$(BIN)/python -m bench.live_cost --pairs 1 --seconds 6
 	$(BIN)/python -m bench.interleave --votes 20000 --repeat 2
+	$(BIN)/python -m bench.txn_floor --rounds 300
 	$(BIN)/python bench/trigger_chains_bench.py --lengths 1,5,10 --batches 15000 --pg-batches 2000
 	$(BIN)/python bench/sequencer_bench.py --events 20000
 	$(BIN)/python bench/recovery_bench.py --lengths 1,10 --batches 3000 --batches-off 50 \
