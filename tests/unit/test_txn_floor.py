@@ -9,7 +9,7 @@ from bench.txn_floor import SLOW_MS, Summary, table
 
 
 def test_percentiles_are_nearest_rank_in_milliseconds() -> None:
-    seconds = [i / 1000 for i in range(1, 101)]  # 1..100 ms, shuffled below
+    seconds = [i / 1000 for i in range(1, 101)]  # 1..100 ms, given out of order below
     s = Summary.of(seconds[50:] + seconds[:50])
     assert (s.n, s.p50, s.p90, s.p99, s.max) == (100, 51.0, 91.0, 100.0, 100.0)
     assert s.slow == sum(ms > SLOW_MS for ms in range(1, 101))
