@@ -27,7 +27,7 @@ from datetime import date
 import typer
 from confluent_kafka import Producer
 
-from bench.machine_info import machine, machine_text
+from bench.machine_info import machine, machine_text, percentile
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config, transactional_producer_config
@@ -39,7 +39,7 @@ PAYLOAD = b"x" * 100  # about a changelog record's size
 
 @dataclass(frozen=True)
 class Summary:
-    """Milliseconds: nearest-rank percentiles, as the latency harness reports them."""
+    """Milliseconds: percentiles as the other benchmarks take them (`machine_info`)."""
 
     n: int
     p50: float
@@ -52,13 +52,9 @@ class Summary:
     def of(cls, seconds: Sequence[float]) -> Summary:
         if not seconds:
             raise ValueError("no timings to summarize: every round was a warm-up round")
-        ms = sorted(s * 1000 for s in seconds)
-        n = len(ms)
-
-        def at(q: float) -> float:
-            return ms[min(n - 1, int(n * q))]
-
-        return cls(n, at(0.50), at(0.90), at(0.99), ms[-1], sum(m > SLOW_MS for m in ms))
+        ms = [s * 1000 for s in seconds]
+        p50, p90, p99 = (percentile(ms, q) for q in (50, 90, 99))
+        return cls(len(ms), p50, p90, p99, max(ms), sum(m > SLOW_MS for m in ms))
 
 
 @contextmanager

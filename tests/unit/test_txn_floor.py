@@ -1,5 +1,5 @@
-"""The transaction-floor benchmark's tally: nearest-rank percentiles in milliseconds, the
-slow rounds counted apart, and a run whose rounds were all warm-up refused by name."""
+"""The transaction-floor benchmark's tally: percentiles in milliseconds, the slow rounds
+counted apart, and a run whose rounds were all warm-up refused by name."""
 
 from __future__ import annotations
 
@@ -8,10 +8,11 @@ import pytest
 from bench.txn_floor import SLOW_MS, Summary, table
 
 
-def test_percentiles_are_nearest_rank_in_milliseconds() -> None:
+def test_percentiles_are_in_milliseconds_whatever_the_order() -> None:
     seconds = [i / 1000 for i in range(1, 101)]  # 1..100 ms, given out of order below
     s = Summary.of(seconds[50:] + seconds[:50])
-    assert (s.n, s.p50, s.p90, s.p99, s.max) == (100, 51.0, 91.0, 100.0, 100.0)
+    assert s.n == 100
+    assert (s.p50, s.p90, s.p99, s.max) == pytest.approx((50.5, 90.1, 99.01, 100.0))
     assert s.slow == sum(ms > SLOW_MS for ms in range(1, 101))
 
 
