@@ -16,6 +16,7 @@ last offset, which no record ever reaches.
 from __future__ import annotations
 
 import logging
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -30,6 +31,17 @@ log = logging.getLogger(__name__)
 
 CommitInfo = dict[str, Any]
 FETCH_MAX_WAIT_MS = 10
+
+
+def whole_ms(seconds: float) -> float:
+    """A wait librdkafka keeps: it waits in whole milliseconds, and confluent-kafka truncates
+    the seconds it is given, so a wait under 1 ms would not wait at all, and a loop waiting
+    for a group to come due would spin (3,000-4,000 polls a second at 4,900 batches/s).
+    Rounded up instead, half a millisecond over so the truncation lands on it; a group
+    starts its commit at most 1 ms late. 0 stays 0: a poll that only looks."""
+    if seconds <= 0:
+        return 0.0
+    return (math.ceil(seconds * 1000 - 1e-6) + 0.5) / 1000
 
 
 class TaskPump:
@@ -53,7 +65,7 @@ class TaskPump:
         """Process what is available, starting a commit whenever a group is due (after any
         record, so the commit policy holds however many records one poll returns).
         Returns the commits that finished meanwhile."""
-        first = self.consumer.poll(self.task.idle_wait(timeout_s))
+        first = self.consumer.poll(whole_ms(self.task.idle_wait(timeout_s)))
         msgs = [] if first is None else [first, *self.consumer.consume(max_records - 1, 0)]
         records = [
             (topic, msg.offset() or 0, msg.value(), msg.key())
