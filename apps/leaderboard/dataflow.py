@@ -7,6 +7,7 @@ Three procedures form one nested transaction per batch: `validate` admits votes,
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
@@ -96,9 +97,7 @@ def build_app(params: Params, name: str = "leaderboard", recovery: str = "change
     @app.on_slide(trending)
     def recount_trending(ctx: TxnContext) -> None:
         """EE trigger: the trending counts follow the window's visible tuples."""
-        counts: dict[int, int] = {}
-        for vote in ctx.window("trending_window").visible():
-            counts[vote["contestant_number"]] = counts.get(vote["contestant_number"], 0) + 1
+        counts = Counter(ctx.window("trending_window").visible_column("contestant_number"))
         # A slide moves at most 2 * slide of the counts: write only those, so each slide
         # adds a few rows to the write set and the changelog, not the whole table.
         table = ctx.table("trending")

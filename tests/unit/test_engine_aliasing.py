@@ -151,6 +151,12 @@ def mutate_window(ctx: TxnContext) -> None:
     boom(ctx)
 
 
+def mutate_column(ctx: TxnContext) -> None:
+    for tags in ctx.window("w").visible_column("tags"):
+        tags.append("leaked")
+    boom(ctx)
+
+
 def stored_row(engine: PartitionEngine, base: Base) -> Record | None:
     """Row 1 as a get and as a scan see it, which must agree."""
     row = read(engine.group.ws, base, "t", (1,))
@@ -185,10 +191,11 @@ def test_an_aborted_te_changing_a_nested_value_it_read_changes_no_row(
 
 
 @pytest.mark.parametrize("committed_first", [True, False], ids=["from_base", "from_overlay"])
+@pytest.mark.parametrize("mutate", [mutate_window, mutate_column], ids=["tuples", "column"])
 def test_an_aborted_te_changing_window_tuples_it_read_changes_no_window(
-    make_base: Callable[[App], Committing], committed_first: bool
+    make_base: Callable[[App], Committing], mutate: Action, committed_first: bool
 ) -> None:
-    actions: dict[int, Action] = {1: insert_row, 2: mutate_window}
+    actions: dict[int, Action] = {1: insert_row, 2: mutate}
     engine, base = run(make_base, actions, {1} if committed_first else set())
     assert [a.batch_id for a in engine.group.aborts] == [2]
     _, visible = final_state(engine, base)
@@ -289,3 +296,35 @@ def test_only_tables_of_scalars_are_flat(tmp_path: Path) -> None:
     codec = StateCodec(app.dataflow(), SchemaRegistry(schemas))
     assert "flat" in codec.flat_tables
     assert "t" not in codec.flat_tables
+
+
+def test_a_window_column_is_its_visible_tuples_field_oldest_first(
+    make_base: Callable[[App], Committing],
+) -> None:
+    seen: list[tuple[list[int], list[int]]] = []
+
+    def insert_n(n: int) -> Action:
+        def act(ctx: TxnContext) -> None:
+            window = ctx.window("w")
+            window.insert({"n": n, "tags": [str(n)]})
+            seen.append((window.visible_column("n"), [t["n"] for t in window.visible()]))
+
+        return act
+
+    engine, _ = run(make_base, {i: insert_n(i * 10) for i in range(1, 6)}, {2, 4})
+    assert engine.group.aborts == []
+    assert [column for column, _ in seen] == [[10], [10, 20], [10, 20, 30], [20, 30, 40],
+                                              [30, 40, 50]]  # fmt: skip
+    assert all(column == tuples for column, tuples in seen)
+
+
+def test_a_window_column_of_a_field_the_tuples_lack_aborts_naming_it(
+    make_base: Callable[[App], Committing],
+) -> None:
+    def read_missing(ctx: TxnContext) -> None:
+        ctx.window("w").visible_column("price")
+
+    engine, _ = run(make_base, {1: insert_row, 2: read_missing}, set())
+    (abort,) = engine.group.aborts
+    assert abort.batch_id == 2
+    assert "'w'" in abort.error and "'price'" in abort.error

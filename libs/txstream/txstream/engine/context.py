@@ -12,7 +12,7 @@ from typing import Any, NoReturn
 
 from txstream.engine import formulas
 from txstream.engine import windows as win
-from txstream.engine.rows import private, privates
+from txstream.engine.rows import private, private_values, privates
 from txstream.engine.writeset import (
     TOMBSTONE,
     Base,
@@ -196,6 +196,18 @@ class WindowView:
     def staged(self) -> list[Record]:
         state = self._state()
         return privates(win.staged(state), state.flat)
+
+    def visible_column(self, field: str) -> list[Any]:
+        """`field` of each visible tuple, oldest first. An aggregate over one field (a count
+        by contestant, say) needs no private copy of every tuple, which `visible` makes."""
+        state = self._state()
+        try:
+            return private_values(win.visible(state), field, state.flat)
+        except KeyError:
+            raise DataflowError(
+                f"procedure {self._ctx.procedure.name!r}: a visible tuple of window "
+                f"{self._window.name!r} has no field {field!r}"
+            ) from None
 
 
 class TxnContext:

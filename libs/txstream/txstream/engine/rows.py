@@ -12,6 +12,8 @@ import copy
 from collections.abc import Iterable
 from datetime import date, datetime, time
 from decimal import Decimal
+from operator import itemgetter
+from typing import Any
 from uuid import UUID
 
 from txstream.model.declarations import Record
@@ -50,3 +52,13 @@ def shared(row: Record) -> Record:
 def privates(rows: Iterable[Record], flat: bool) -> list[Record]:
     """Private copies of `rows`; `flat` when every one of them is known to be flat."""
     return list(map(dict, rows)) if flat else [private(r) for r in rows]
+
+
+def private_values(rows: Iterable[Record], field: str, flat: bool) -> list[Any]:
+    """`field` of each of `rows`, in order, each value the caller's own: only a value that
+    can change in place is copied, so a flat window's column costs no copy at all.
+    Raises KeyError for a row without `field`."""
+    values = list(map(itemgetter(field), rows))
+    if flat:
+        return values
+    return [v if type(v) in _IMMUTABLE else copy.deepcopy(v) for v in values]
