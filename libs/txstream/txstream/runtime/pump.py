@@ -41,6 +41,7 @@ def whole_ms(seconds: float) -> float:
     starts its commit at most 1 ms late. 0 stays 0: a poll that only looks."""
     if seconds <= 0:
         return 0.0
+    # less a nanosecond first: a float such as 0.007 * 1000 is 7.000000000000001, not 7
     return (math.ceil(seconds * 1000 - 1e-6) + 0.5) / 1000
 
 
