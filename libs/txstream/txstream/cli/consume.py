@@ -13,7 +13,6 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import asdict
 from io import BytesIO
 from typing import Annotated, Any
 
@@ -188,9 +187,10 @@ def plain_decoder(parsed: Any, type_byte: bytes | None = None) -> Decoder:
 def envelope_decoder(codec: BatchCodec) -> Decoder:
     def decode(data: bytes) -> Any:
         try:
-            return asdict(codec.decode(data))
+            batch = codec.decode(data)
         except BatchDecodeError as e:
             raise DecodeError(str(e)) from e
+        return {"stream": batch.stream, "batch_id": batch.batch_id, "tuples": batch.tuples}
 
     return decode
 

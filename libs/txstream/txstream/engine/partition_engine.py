@@ -15,8 +15,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, final
 
 from txstream.engine import formulas
 from txstream.engine.context import TxnContext
@@ -48,14 +47,17 @@ from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
 from txstream.oltp.messages import Decision, EngineRequest
 
 
-@dataclass
+@final
 class _Scope:
-    """An open nested transaction: its outputs and the triggers it must fire after commit."""
+    """An open nested transaction: its outputs and the triggers it must fire after commit.
+    (Not a dataclass: one is made per nested transaction, and mypyc makes a class with its
+    own `__init__` several times faster.)"""
 
-    nested: NestedTransaction
-    outputs: list[OutputBatch] = field(default_factory=list)
-    deferred: list[tuple[Procedure, str, Sequence[Record]]] = field(default_factory=list)
-    span: Span | None = None  # a spanning nested transaction's, which every member reads by
+    def __init__(self, nested: NestedTransaction, span: Span | None) -> None:
+        self.nested = nested
+        self.outputs: list[OutputBatch] = []
+        self.deferred: list[tuple[Procedure, str, Sequence[Record]]] = []
+        self.span = span  # a spanning nested transaction's, which every member reads by
 
 
 class _NestedAbort(Exception):
@@ -509,7 +511,7 @@ class PartitionEngine:
         """Run a nested transaction; a spanning one (`span`) keeps only this engine's
         writes, once every member has run (a later member reads an earlier one's writes to
         any key), and only its leader emits and records aborts."""
-        scope = _Scope(nested, span=span)
+        scope = _Scope(nested, span)
         nws = WriteSet(parent)
         speaks = span is None or span.leader
         try:
