@@ -8,10 +8,9 @@ from typing import Any
 
 import pytest
 
-from txstream.engine import group, windows
+from txstream import native
 from txstream.engine.group import OutputBatch
 from txstream.engine.windows import WindowState
-from txstream.schemas import codec
 from txstream.schemas.codec import Batch
 
 ROW = {"vote_id": 1}
@@ -51,12 +50,8 @@ def test_a_window_state_is_equal_by_its_tuples_and_boundary_not_flatness() -> No
     assert "boundary=10" in repr(state) and "flat=True" in repr(state)
 
 
-def _compiled(*modules: Any) -> bool:
-    return all(str(m.__file__).endswith(".so") for m in modules)
-
-
 @pytest.mark.skipif(
-    not _compiled(codec, group, windows), reason="runs from source: read-only to mypy only"
+    not native.status().startswith("compiled"), reason="runs from source: read-only to mypy only"
 )
 @pytest.mark.parametrize(
     ("value", "field"),
