@@ -36,7 +36,9 @@ class EpochReads:
         self._before: dict[tuple[str, int], dict[Cell, Record | None]] = {}
 
     def load(self, ws: WriteSet, base: Base) -> None:
-        """After a restart: the values kept for epochs not over yet."""
+        """After a restart, the values kept for epochs not over yet; only from a base
+        caught up with its changelog (`SpanRunner.load`): one behind it lacks values kept
+        since its last flush, and `read` would then give the key as a later batch left it."""
         for key, row in scan(ws, base, EPOCH_TABLE, ()):
             stream, epoch, table, *rest = key
             cell = (str(table), tuple(rest))

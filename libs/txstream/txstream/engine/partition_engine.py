@@ -86,7 +86,11 @@ class PartitionEngine:
         `flat_tables` name the tables whose schema holds only scalars (`TxnContext`);
         `owner(key)` is the partition owning a key (the routing function), which spanning
         and repartitioned procedures need: without it, this engine owns every key; and
-        `partitions` is the number of engines, which ordered hops hear from."""
+        `partitions` is the number of engines, which ordered hops hear from.
+
+        Building an engine reads nothing from `base`: it may be behind its changelog (RocksDB
+        runs without a write-ahead log), and what the engine keeps in it is taken by
+        `load`, once it is caught up."""
         self.df = dataflow
         self.timer = timer
         self.seal = seal
@@ -106,11 +110,8 @@ class PartitionEngine:
         self.spanning = frozenset(dataflow.spanning_streams)
         self._local_in_flight = False  # the group taken in flight holds per-partition work
         self.spans = SpanRunner(self)
-        self.history: History | None = None
-        if self.spanning:  # one at most (`Dataflow`)
-            (stream,) = self.spanning
-            point = self.sys_value(last_batch_key(stream, partition))
-            self.history = History(stream, point, frozenset(dataflow.decl.tables))
+        self.history: History | None = None  # a spanning stream's, made by `load`
+        self._loaded = False
         self.hops = tuple(dataflow.decl.procedures[p] for p in dataflow.hops)
         self.partitions = partitions
         self.inboxes = {
@@ -121,18 +122,57 @@ class PartitionEngine:
         # ordered hops fed from here: the progress they follow (an inbox, or a border stream)
         self._marked = [(h, dataflow.chain_start(h.name)) for h in self.hops if h.ordered]
 
+    def load(self) -> list[str]:
+        """Take what the engine keeps in its state: below PL3 the values of the epoch in
+        progress (`SpanRunner.load`), the spanning stream's last batch (the point cut
+        queries are answered at), and the prepared and promised transactions, which go on
+        holding their rows; returns the prepared ones' ids. Once, before the first input.
+
+        The order of a start is restore, load, serve. With changelog recovery the store
+        must be caught up with the changelog first (`recovery.changelog.restore`): after a
+        SIGKILL it is behind, and values loaded from it then would be ones a later batch
+        left, or none. With command-log recovery, load comes before `recovery.replay`: the
+        store stands at a log offset of its own (data and offset in one write batch), and
+        the replay runs the logged work from there, so it needs the state as of that
+        offset: a replayed decision must find the transaction prepared before it held.
+        Loaded after the replay, the decision would have found nothing and been dropped,
+        and the load would then hold that transaction with its decision already read past.
+
+        An engine that serves before `load` was called loads then (so a base that is never
+        behind, as in tests, needs no call); a later `load` is refused."""
+        if self._loaded:
+            raise RuntimeError(
+                "the engine's state is loaded already (by load(), or by the first input "
+                "it served): load() comes once, after the store is restored and before "
+                "any input, or it would hold prepared transactions twice"
+            )
+        self._loaded = True
+        if self.spanning:  # one at most (`Dataflow`)
+            (stream,) = self.spanning
+            point = self.sys_value(last_batch_key(stream, self.partition))
+            self.history = History(stream, point, frozenset(self.df.decl.tables))
+        self.spans.load()
+        self.participant.load()
+        return sorted(self.participant.prepared)
+
     @property
     def blocked(self) -> bool:
         """A prepared 2PC transaction holds rows: dataflow TEs wait for its decision."""
+        if not self._loaded:  # whether one is held is known once loaded (`load`)
+            self.load()
         return self.participant.blocked
 
     def request(self, req: EngineRequest) -> bool:
         """An OLTP request; False if it must wait for a 2PC decision (nothing applied)."""
+        if not self._loaded:  # it may touch rows a transaction held since before (`load`)
+            self.load()
         applied = self.participant.request(req)
         self.group.local |= applied and req.kind != "read"
         return applied
 
     def decide(self, decision: Decision) -> None:
+        if not self._loaded:  # it may name a transaction prepared before (`load`)
+            self.load()
         self.participant.decide(decision)
         self.group.local = True
 
@@ -143,12 +183,9 @@ class PartitionEngine:
 
     def reinquire(self, every_s: float) -> bool:
         """Ask again for decisions awaited longer than `every_s`; True if any vote was re-sent."""
+        if not self._loaded:  # the decisions awaited include those held since before
+            self.load()
         return self.participant.reinquire(every_s)
-
-    def load_prepared(self) -> list[str]:
-        """After a restart: hold the transactions prepared before the crash; their ids."""
-        self.participant.load()
-        return sorted(self.participant.prepared)
 
     def position(self, topic: str) -> int:
         """The next offset to read on `topic` for this partition, as of the group."""
@@ -200,6 +237,8 @@ class PartitionEngine:
         same digest), and otherwise dead-lettered: processing it would break stream order,
         and skipping it quietly would lose it.
         """
+        if not self._loaded:  # its TEs read what the state keeps (`load`)
+            self.load()
         ws = self.group.ws
         key = last_batch_key(stream, self.partition)
         last = self.sys_value(key)
@@ -233,6 +272,8 @@ class PartitionEngine:
         transactions put each part there exactly once, so no batch id needs checking. An
         ordered hop's parts wait in its inbox until their batch is whole (`HopInbox`),
         run as one TE, and the position stays at the oldest waiting one."""
+        if not self._loaded:  # its TEs read what the state keeps (`load`)
+            self.load()
         proc = self.df.decl.procedures[procedure]
         inbox = self.inboxes.get(procedure)
         self.group.local = True
@@ -408,6 +449,8 @@ class PartitionEngine:
     ) -> None:
         """Re-run one strong-log entry with PE triggers off: its outputs go to `pending`.
         A border entry's batch id (and `digest`, its record's) become the last seen again."""
+        if not self._loaded:  # the replay needs the state as of the log offset (`load`)
+            self.load()
         if entry.procedure is None:
             raise ValueError(f"entry for {entry.stream} batch {entry.batch_id} names no procedure")
         if entry.topic is not None:

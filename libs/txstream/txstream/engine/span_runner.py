@@ -133,8 +133,17 @@ class SpanRunner:
         # input is taken again (after a restart)
         self._behind: dict[str, int] = {}
         self.epochs = EpochReads()
-        if any(host.df.isolation(p.name)[0].epochs for p in host.df.decl.procedures.values()):
-            self.epochs.load(host.group.ws, host.base)
+        procedures = host.df.decl.procedures.values()
+        self._epochs = any(host.df.isolation(p.name)[0].epochs for p in procedures)
+        self.loaded = False
+
+    def load(self) -> None:
+        """Take the epoch values the state keeps (below PL3), once the base is caught up
+        with its changelog: a batch re-run after a restart must send the values it sent
+        before the crash, and a store behind its changelog may not hold them yet."""
+        if self._epochs:
+            self.epochs.load(self.host.group.ws, self.host.base)
+        self.loaded = True
 
     def holds(self, spanning: bool) -> bool:
         """Whether input of this kind must wait: a spanning batch while the queue is full or
@@ -170,6 +179,11 @@ class SpanRunner:
         record: bytes | None,
     ) -> None:
         """Queue the next batch of a spanning stream, and move the queue on."""
+        if not self.loaded:
+            raise RuntimeError(
+                "a spanning batch before SpanRunner.load(): below PL3 it would read the "
+                "store as it stands instead of the epoch values kept (load after restore)"
+            )
         host = self.host
         (proc,) = host.df.consumers[stream]
         touches = host.df.touches(proc.name)

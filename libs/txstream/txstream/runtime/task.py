@@ -172,13 +172,19 @@ class PartitionTask:
         )
         self.checked = CheckedMode(self.state_dir.with_name(f"p{self.partition}.checked"), seal)
         self.checked.load()
+        # Restore, load, serve (`PartitionEngine.load`): the engine takes what its state
+        # keeps only from a store caught up with the changelog, or, replaying the command
+        # log, as of the store's own offset, which the replay goes on from.
         if self.log_codec is None:
             n = restore(self.state, self.settings, self.topics.changelog, self.partition)
+            held = self.engine.load()
         else:
+            self.engine.load()
             by_topic = {t: self.batch_codecs[s] for t, s in self.inputs.streams.items()}
             sources = BorderSources(self.settings, self.partition, by_topic)
             n = replay(self.engine, self.state, self.codec, self.log_codec, sources,
                        self.settings, self.topics.command_log, oltp=self._replay_oltp)  # fmt: skip
+            held = sorted(self.engine.participant.prepared)  # as the replay left them
         self.recovered_records, self.recovered_s = n, time.monotonic() - started
         labels = (self.app.name, str(self.partition))
         metrics.RECOVERY_SECONDS.labels(*labels).set(self.recovered_s)
@@ -198,7 +204,6 @@ class PartitionTask:
             self.wire,
             self.settings.kafka_max_record_bytes,
         )
-        held = self.engine.load_prepared()
         if held:
             log.info("p%d holds prepared transactions %s until decided", self.partition, held)
         self._catch_up()
