@@ -21,6 +21,7 @@ from txstream.kafka.clients import idempotent_producer_config
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_topics
 from txstream.oltp.messages import CoordinatorLog, Decision, TxnResult, Wire
+from txstream.oltp.origin import Origin
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
@@ -150,7 +151,7 @@ def wait_for_text(path: Path, text: str, timeout_s: float) -> None:
 
 def decisions_by_txn(cluster: BankCluster) -> dict[str, set[tuple[int, bool]]]:
     """txn_id -> every (epoch, commit) any partition was sent for it."""
-    wire = Wire(SchemaRegistry(cluster.settings.schema_dir))
+    wire = Wire(SchemaRegistry(cluster.settings.schema_dir), Origin.of(cluster.settings))
     seen: dict[str, set[tuple[int, bool]]] = {}
     for p in range(cluster.partitions):
         for _, value in read_to_end(cluster.settings, cluster.topics.decisions, p):
@@ -161,7 +162,7 @@ def decisions_by_txn(cluster: BankCluster) -> dict[str, set[tuple[int, bool]]]:
 
 def logged_decisions(settings: Settings, topics: AppTopics) -> dict[str, list[bool]]:
     """txn_id -> the commit flag of each decision record in the coordinator log."""
-    wire = Wire(SchemaRegistry(settings.schema_dir))
+    wire = Wire(SchemaRegistry(settings.schema_dir), Origin.of(settings))
     out: dict[str, list[bool]] = {}
     for _, value in read_to_end(settings, topics.coordinator_log):
         r = wire.decode(CoordinatorLog, value)

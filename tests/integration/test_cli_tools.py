@@ -31,6 +31,7 @@ from txstream.kafka.admin import (
 from txstream.kafka.clients import idempotent_producer_config, read_committed_consumer_config
 from txstream.kafka.routing import partition_of
 from txstream.oltp.messages import CoordinatorLog, Decision, Wire
+from txstream.oltp.origin import Origin
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
@@ -485,11 +486,15 @@ def test_consume_decodes_oltp_messages_after_their_type_byte(
     topic = new_topic("cli-oltp")
     wire = Wire(SchemaRegistry(Settings().schema_dir))
     producer = Producer(idempotent_producer_config(Settings(kafka_bootstrap=kafka.bootstrap)))
+    signed = Wire(SchemaRegistry(Settings().schema_dir), Origin(b"k" * 32))
     producer.produce(topic, wire.encode(Decision("t-1", 3, True)), partition=0)
+    producer.produce(topic, signed.encode(Decision("t-2", 4, False)), partition=0)
     producer.produce(topic, wire.encode(CoordinatorLog("epoch", 3)), partition=0)
     assert producer.flush(30) == 0
-    got = consume_json(env, topic, "--schema", "txstream.Decision", "--max", "1")
-    assert got == [{"txn_id": "t-1", "epoch": 3, "commit": True}]
+    # a service's record ends in its tag (`oltp.origin`), which is read past, not shown
+    got = consume_json(env, topic, "--schema", "txstream.Decision", "--max", "2")
+    assert got == [{"txn_id": "t-1", "epoch": 3, "commit": True},
+                   {"txn_id": "t-2", "epoch": 4, "commit": False}]  # fmt: skip
     wrong = run(env, "consume", "--topic", topic, "--schema", "txstream.Decision",
                 "--idle-timeout", "3")  # fmt: skip
     assert wrong.exit_code != 0

@@ -19,7 +19,7 @@ from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bank.dataflow import INITIAL_BALANCE, build_app
 from tests.conftest import KafkaEnv
@@ -30,14 +30,16 @@ from tests.service_process import ServiceProcess
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
-from txstream.kafka.clients import common_config
+from txstream.kafka.clients import common_config, idempotent_producer_config
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_topics
 from txstream.oltp.messages import CoordinatorLog, Decision, Fragment, TxnResult, Wire
+from txstream.oltp.origin import Origin
 from txstream.runtime.pump import TaskPump
 from txstream.runtime.task import PartitionTask
 from txstream.schemas.registry import SchemaRegistry
+from txstream_coordinator.metrics import OUTCOMES
 from txstream_coordinator.runtime import CoordinatorService
 
 pytestmark = pytest.mark.integration
@@ -153,7 +155,8 @@ class Harness:
         self.settings = settings
         self.admin = TopicAdmin(settings)
         ensure_topics(self.admin, self.topics, ["payroll", "payouts"], PARTITIONS, True)
-        self.wire = Wire(SchemaRegistry(settings.schema_dir))
+        self.registry = SchemaRegistry(settings.schema_dir)
+        self.wire = Wire(self.registry, Origin.of(settings))
         self.coordinator, self._thread = self._start_coordinator()
         self.tasks = [PartitionTask(self.app, p, settings) for p in range(PARTITIONS)]
         self.pumps = [TaskPump(t, t.open()) for t in self.tasks]
@@ -211,10 +214,13 @@ class Harness:
     def settled_balances(self, *accounts: int) -> tuple[int, ...]:
         """The accounts' committed balances, once every transaction has ended and the
         partitions stepped here have committed."""
-        self.until(lambda: not self.coordinator.machine.active, "every transfer to end", BUSY)
-        for p in BUSY:
+        return self.settled_balances_of(BUSY, *accounts)
+
+    def settled_balances_of(self, partitions: tuple[int, ...], *accounts: int) -> tuple[int, ...]:
+        self.until(lambda: not self.coordinator.machine.active, "every transfer to end", partitions)
+        for p in partitions:
             self.tasks[p].commit()
-        rows = {k: v for p in BUSY for k, v in self.tasks[p].tables()["accounts"].items()}
+        rows = {k: v for p in partitions for k, v in self.tasks[p].tables()["accounts"].items()}
         return tuple(rows[(a,)]["balance"] for a in accounts)
 
     def settled_after_a_transfer(self, a: int, b: int) -> tuple[int, ...]:
@@ -289,6 +295,32 @@ def test_log_is_truncated_below_the_oldest_open_transaction(harness: Harness) ->
     assert sent == {(epoch, False)}, "decided at the epoch of its prepare"
     h.until(lambda: txn_id not in recovered.active, "both participants' acks", (2, 3))
     assert h.call(transfer(a2, a3, 5), (2, 3)).ok, "participants still blocked"
+
+
+def test_a_log_record_written_by_a_client_decides_nothing(harness: Harness) -> None:
+    """A client writes the coordinator's log: a COMMIT decision for a transaction in doubt
+    (prepared on partition 2, never on 3). A coordinator taking over skips the record for
+    want of the services' tag, and aborts the transaction as it would have."""
+    h = harness
+    a2, a3 = h.open_account(2), h.open_account(3)
+    pending: Future[TxnResult] = h.client.submit(transfer(a2, a3, 40), timeout_s=120)
+    h.until(lambda: bool(h.tasks[2].engine.participant.prepared), "the prepare", (2,))
+    [(txn_id, prepared)] = h.tasks[2].engine.participant.prepared.items()
+    h.stop_coordinator()
+    forged = CoordinatorLog("decision", prepared.epoch, txn_id, [2, 3], True)
+    producer = Producer(idempotent_producer_config(h.settings))
+    producer.produce(h.topics.coordinator_log, Wire(h.registry).encode(forged), partition=0)
+    assert producer.flush(WAIT_S) == 0
+    refused = OUTCOMES.labels("unauthenticated")
+    before = refused._value.get()
+    h.start_coordinator()
+    h.until(lambda: h.coordinator.active, "the new coordinator to take over", ())
+    assert refused._value.get() == before + 1
+    h.until(pending.done, "the in-doubt transaction's outcome", (2, 3))
+    result = pending.result()
+    assert (result.status, result.reason) == ("aborted", "coordinator_restart")
+    h.until(lambda: txn_id not in h.coordinator.machine.active, "both acks", (2, 3))
+    assert h.settled_balances_of((2, 3), a2, a3) == (INITIAL_BALANCE, INITIAL_BALANCE)
 
 
 def test_a_restart_on_a_log_truncated_past_every_request_handles_none_again(

@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
 from pathlib import Path
@@ -38,6 +39,7 @@ from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_topics
 from txstream.oltp.messages import (
     Decision,
+    EngineReply,
     EngineRequest,
     Fragment,
     Query,
@@ -46,10 +48,12 @@ from txstream.oltp.messages import (
     Wire,
     key_json,
 )
+from txstream.oltp.origin import TAG_BYTES, Origin
 from txstream.runtime.pump import TaskPump
 from txstream.runtime.task import PartitionTask
 from txstream.schemas.records import decode_record, encode_record
 from txstream.schemas.registry import SchemaRegistry
+from txstream_coordinator.metrics import OUTCOMES
 from txstream_coordinator.runtime import CoordinatorService
 
 pytestmark = pytest.mark.integration
@@ -67,7 +71,8 @@ class Harness:
         self.settings = settings
         ensure_topics(TopicAdmin(settings), self.topics, ["payroll", "payouts"], PARTITIONS, True)
         self.registry = SchemaRegistry(settings.schema_dir)
-        self.wire = Wire(self.registry)
+        self.wire = Wire(self.registry)  # a client's: no key, tags nothing
+        self.service_wire = Wire(self.registry, Origin.of(settings))  # the services' key
         self.coordinator = CoordinatorService(self.app, settings)
         self.coordinator.open()
         self._thread = threading.Thread(target=self.coordinator.run, name="coordinator")
@@ -168,7 +173,7 @@ def harness(kafka: KafkaEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 def test_forged_decisions_never_commit_a_prepared_fragment(harness: Harness) -> None:
     h = harness
-    a, b = h.open_account(0), h.open_account(1)
+    a, b, other = h.open_account(0), h.open_account(1), h.open_account(0)
     transfer = [
         fragment(a, "debit", account=a, amount=30),
         fragment(b, "credit", account=b, amount=30),
@@ -195,13 +200,30 @@ def test_forged_decisions_never_commit_a_prepared_fragment(harness: Harness) -> 
     result = TxnResult(txn_id, "9.9", "failed", "bad_request", "forged")
     h.read_past(h.topics.decisions, h.produce(h.topics.decisions, h.wire.encode(result)))
     assert txn_id in h.prepared(), "a TxnResult on the decisions topic committed the victim"
-    assert h.dead_letters()[-1]["reason"] == "undecodable"
+    assert h.dead_letters()[-1]["reason"] == "unauthenticated"  # no tag: not even decoded
 
-    # 3. A well-formed decision with another epoch than the prepare's.
-    for other in (epoch - 1, epoch + 1):
-        stale = Decision(txn_id, other, True)
-        h.read_past(h.topics.decisions, h.produce(h.topics.decisions, h.wire.encode(stale)))
-        assert txn_id in h.prepared(), f"a decision of epoch {other} decided epoch {epoch}'s"
+    # 3. A well-formed decision, at any epoch, from a client: it lacks the services' tag.
+    for at in (epoch - 1, epoch, epoch + 1):
+        forged_decision = Decision(txn_id, at, True)
+        offset = h.produce(h.topics.decisions, h.wire.encode(forged_decision))
+        h.read_past(h.topics.decisions, offset)
+        assert txn_id in h.prepared(), f"a client's decision at epoch {at} decided the victim"
+        assert h.dead_letters()[-1]["reason"] == "unauthenticated"
+
+    # 4. A promise the client names after the victim: the engine names it, and it takes
+    #    nothing of the victim's (before, it took the victim's COMMIT).
+    named = EngineRequest(txn_id, 0, "promise", "r-named", h.topics.oltp_out,
+                          [fragment(other, "debit", account=other, amount=1)])  # fmt: skip
+    h.read_past(h.topics.promises, h.produce(h.topics.promises, h.wire.encode(named)))
+    assert h.prepared() == {txn_id: epoch}
+    assert txn_id not in h.tasks[0].engine.participant.promises.held
+
+    # 5. Even with the key, a decision at another epoch than the prepare's is ignored.
+    for at in (epoch - 1, epoch + 1):
+        stale = Decision(txn_id, at, True)
+        offset = h.produce(h.topics.decisions, h.service_wire.encode(stale))
+        h.read_past(h.topics.decisions, offset)
+        assert txn_id in h.prepared(), f"a decision of epoch {at} decided epoch {epoch}'s"
     assert h.dead_letters()[-1]["reason"] == "wrong_epoch"
 
     # The coordinator's own decision, at the prepare's epoch, still commits both sides.
@@ -210,11 +232,49 @@ def test_forged_decisions_never_commit_a_prepared_fragment(harness: Harness) -> 
     assert (h.balance(a), h.balance(b)) == (70, 130)
 
 
+def test_forged_votes_and_replies_decide_nothing(harness: Harness) -> None:
+    """A client writes the engines' replies topic: a yes vote for the partition that has
+    not voted (before: the victim committed with one side only prepared), a no vote (before:
+    the victim aborted), a promise's deltas that free a whole constraint's bound, and a
+    single-partition result for the victim's client. The coordinator refuses each for
+    want of the engines' tag; the victim commits as the real votes say."""
+    h = harness
+    a, b = h.open_account(0), h.open_account(1)
+    victim = h.client.submit([fragment(a, "debit", account=a, amount=5),
+                              fragment(b, "credit", account=b, amount=5)])  # fmt: skip
+    h.until(lambda: bool(h.prepared()), "the victim's prepare", (0,))
+    [(txn_id, epoch)] = h.prepared().items()
+    refused = OUTCOMES.labels("unauthenticated")
+    before = refused._value.get()
+    out = h.topics.oltp_out
+    forged = [
+        EngineReply(txn_id, 1, "vote", True, epoch=epoch),
+        EngineReply(txn_id, 1, "vote", False, "forged", "no", epoch=epoch),
+        EngineReply(
+            "P1.0", 1, "promise", True, rows='[["x", -1000000]]', request_id="r", reply_to=out
+        ),
+        EngineReply(txn_id, 0, "result", True, results="[1]", request_id="r", reply_to=out),
+    ]
+    for reply in forged:
+        h.produce(h.topics.replies, h.wire.encode(reply))
+    deadline = time.monotonic() + WAIT_S
+    while refused._value.get() < before + len(forged):
+        assert time.monotonic() < deadline, "the coordinator did not refuse the forged replies"
+        time.sleep(0.05)  # the coordinator runs in its own thread; nothing to step here
+    assert h.prepared() == {txn_id: epoch} and not victim.done()
+    r = h.result(victim)
+    assert r.ok, r
+    assert (h.balance(a), h.balance(b)) == (95, 105)
+
+
 def test_garbage_on_requests_and_decisions_is_dead_lettered(harness: Harness) -> None:
+    """Garbage from a client fails its proof of origin; garbage with a valid tag (a
+    service's bug) fails to decode, also with a reader that raised anything but
+    ValueError before. Either way a dead letter, and the engine serves the next request."""
     h = harness
     rng = random.Random(19)
     request = EngineRequest("1.999", 1, "run", "r", h.topics.oltp_out, [fragment(1, "debit")])
-    valid = h.wire.encode(request)
+    valid = h.service_wire.encode(request)[:-TAG_BYTES]
     notice = h.registry.get("txstream.CommitNotice")
     other_schema = encode_record(
         notice,
@@ -230,15 +290,23 @@ def test_garbage_on_requests_and_decisions_is_dead_lettered(harness: Harness) ->
         other_schema,
         h.wire.encode(TxnResult("r", "1.1", "committed")),
     ]
+    origin = Origin.of(h.settings)
     before = len(h.dead_letters())
     last = 0
+    tagged = [v for v in garbage if v]  # a tag alone would be refused as no tag
     for topic in (h.topics.requests, h.topics.decisions):
         for value in garbage:
             last = h.produce(topic, value)
+        for value in tagged:
+            last = h.produce(topic, origin.sign(value))
     h.read_past(h.topics.decisions, last)
+    expected = 2 * (len(garbage) + len(tagged))
+    # the position may be read from the group in flight: wait for its commit too
+    h.until(lambda: len(h.dead_letters()) >= before + expected, "the dead letters", (0,))
     letters = h.dead_letters()[before:]
-    assert len(letters) == 2 * len(garbage), letters
-    assert {str(d["reason"]) for d in letters} == {"undecodable"}
+    reasons = Counter(str(d["reason"]) for d in letters)
+    # untagged, each is refused for want of a tag; tagged, each fails to decode
+    assert reasons == {"unauthenticated": 2 * len(garbage), "undecodable": 2 * len(tagged)}
     assert all(d["error"] for d in letters)
 
     # the engine goes on: a good request still gets its result
@@ -249,7 +317,7 @@ def test_garbage_on_requests_and_decisions_is_dead_lettered(harness: Harness) ->
 def test_requests_and_promises_each_keep_to_their_own_topic(harness: Harness) -> None:
     """Clients may write promises, so the engine takes nothing else from that topic (a
     forged `run` there would bypass the coordinator), and no promise from the requests
-    topic: both are dead letters that change nothing."""
+    topic, not even one with the services' tag: all are dead letters that change nothing."""
     h = harness
     a = h.open_account(0)
     debit = [fragment(a, "debit", account=a, amount=7)]
@@ -257,12 +325,16 @@ def test_requests_and_promises_each_keep_to_their_own_topic(harness: Harness) ->
     misplaced = EngineRequest("p.r2", 0, "promise", "r2", h.topics.oltp_out, debit)
     before = len(h.dead_letters())
     h.produce(h.topics.promises, h.wire.encode(forged))
-    last = h.produce(h.topics.requests, h.wire.encode(misplaced))
+    h.produce(h.topics.requests, h.wire.encode(misplaced))
+    tagged = Origin.of(h.settings).sign(h.wire.encode(misplaced))
+    last = h.produce(h.topics.requests, tagged)
     h.read_past(h.topics.requests, last)
     h.read_past(h.topics.promises, h.produce(h.topics.promises, b"\xca"))
+    h.until(lambda: len(h.dead_letters()) >= before + 4, "the dead letters", (0,))
     letters = h.dead_letters()[before:]
-    assert [str(d["reason"]) for d in letters] == ["undecodable"] * 3, letters
-    assert sum("takes promised (BASIC, BASE)" in str(d["error"]) for d in letters) == 2
+    reasons = [str(d["reason"]) for d in letters]
+    assert sorted(reasons) == ["unauthenticated", "unauthenticated", "undecodable", "undecodable"]
+    assert sum("takes promised (BASIC, BASE)" in str(d["error"]) for d in letters) == 1
     assert h.balance(a) == 100
     # a promise where promises go runs, and is serialized by the coordinator
     p = h.client.promise(debit)

@@ -119,7 +119,7 @@ def test_prepare_holds_its_writes_locks_them_and_votes_yes() -> None:
     row = group.ws.tables[PREPARED_TABLE][("1.5",)]
     assert row == {
         "epoch": 1,
-        "writes": '[["accounts", [1], {"balance": 70}]]',
+        "writes": '{"rows": [["accounts", [1], {"balance": 70}]], "formulas": []}',
         "request_id": "req-1.5",
         "reply_to": "client",
         "results": "[70]",

@@ -9,6 +9,7 @@ a constrained field keeps its value, and inside one it changes by add() only.
 
 from __future__ import annotations
 
+import itertools
 import json
 from typing import TypedDict
 
@@ -18,20 +19,32 @@ from inventory.dataflow import NONNEGATIVE, Site, build_app
 from tests.fakes import MemoryBase
 from txstream import App, Record, TxnContext
 from txstream.engine.partition_engine import PartitionEngine
-from txstream.engine.promises import PROMISED_TABLE
+from txstream.engine.promises import PROMISED_TABLE, promise_id
 from txstream.kafka.topics import AppTopics
 from txstream.model.aggregates import parse
 from txstream.model.errors import DataflowError
-from txstream.oltp.messages import Decision, EngineReply, EngineRequest, Fragment
+from txstream.oltp.messages import (
+    CLIENT_REQUEST_KINDS,
+    Decision,
+    EngineReply,
+    EngineRequest,
+    Fragment,
+)
 from txstream_coordinator.protocol import Coordinator
 
 
-def make_engine(base: MemoryBase) -> PartitionEngine:
-    return PartitionEngine(build_app().dataflow(), base, partition=0, params={})
+def make_engine(base: MemoryBase, partition: int = 0) -> PartitionEngine:
+    return PartitionEngine(build_app().dataflow(), base, partition=partition, params={})
 
 
-def send(engine: PartitionEngine, kind: str, txn_id: str, *frags: Fragment) -> EngineReply:
-    req = EngineRequest(txn_id, 0, kind, f"req-{txn_id}", "client", list(frags))
+# Places in the promises topic, which name promised transactions (`promise_id`).
+OFFSETS = itertools.count()
+
+
+def send(engine: PartitionEngine, kind: str, name: str, *frags: Fragment) -> EngineReply:
+    """A request; a promised one is named as the task names it, by its offset."""
+    txn_id = promise_id(engine.partition, next(OFFSETS)) if kind in CLIENT_REQUEST_KINDS else name
+    req = EngineRequest(txn_id, 0, kind, f"req-{name}", "client", list(frags))
     assert engine.participant.request(req)
     return engine.group.replies[-1]
 
@@ -45,8 +58,9 @@ def opened(stock: int = 10) -> tuple[PartitionEngine, MemoryBase]:
     base = MemoryBase()
     engine = make_engine(base)
     assert send(engine, "run", "0.1", Fragment.call((1, 1), "open_site", item=1, site=1)).ok
-    assert send(engine, "promise", "p.r", units("restock", 1, 1, stock)).ok
-    engine.participant.decide(Decision("p.r", 0, True))
+    restock = send(engine, "promise", "p.r", units("restock", 1, 1, stock))
+    assert restock.ok
+    engine.participant.decide(Decision(restock.txn_id, 0, True))
     base.apply(engine.take_group())
     assert base.tables["stock"][(1, 1)]["qty"] == stock
     return engine, base
@@ -58,10 +72,12 @@ TOTAL = json.dumps(["stock", NONNEGATIVE, [1]])
 def test_a_promise_holds_its_writes_and_replies_its_deltas() -> None:
     engine, _ = opened()
     r = send(engine, "promise", "p.a", units("reserve", 1, 1, 4))
-    assert (r.kind, r.ok, r.txn_id, r.results) == ("promise", True, "p.a", "[6]")
+    assert (r.kind, r.ok, r.results) == ("promise", True, "[6]")
+    # named by its place in the promises topic (`promise_id`), not by its client
+    assert r.txn_id.startswith("P0.") and r.request_id == "req-p.a"
     assert json.loads(r.rows) == [[TOTAL, -4]]
     assert "stock" not in engine.group.ws.tables  # nothing lands before SERIALIZE
-    assert ("p.a",) in engine.group.ws.tables[PROMISED_TABLE]
+    assert (r.txn_id,) in engine.group.ws.tables[PROMISED_TABLE]
     assert not engine.blocked and engine.participant.locks == {}
     # a second promise on the same row neither waits nor conflicts; it reads the row as
     # serialized, without the first (BASIC's stale read): 10 - 3, not 10 - 4 - 3
@@ -71,28 +87,28 @@ def test_a_promise_holds_its_writes_and_replies_its_deltas() -> None:
 
 def test_decisions_apply_the_formulas_to_the_row_as_it_then_stands() -> None:
     engine, base = opened()
-    send(engine, "promise", "p.a", units("reserve", 1, 1, 4))
-    send(engine, "promise", "p.b", units("reserve", 1, 1, 3))
-    engine.participant.decide(Decision("p.b", 0, True))
-    engine.participant.decide(Decision("p.a", 0, False))
-    assert engine.group.replies[-1] == EngineReply("p.a", 0, "ack", True, detail="aborted")
+    a = send(engine, "promise", "p.a", units("reserve", 1, 1, 4)).txn_id
+    b = send(engine, "promise", "p.b", units("reserve", 1, 1, 3)).txn_id
+    engine.participant.decide(Decision(b, 0, True))
+    engine.participant.decide(Decision(a, 0, False))
+    assert engine.group.replies[-1] == EngineReply(a, 0, "ack", True, detail="aborted")
     base.apply(engine.take_group())
     assert base.tables["stock"][(1, 1)]["qty"] == 7  # 10 - 3: the aborted 4 never landed
     assert base.tables[PROMISED_TABLE] == {}
     # a decision repeated after it was applied changes nothing, and is acknowledged
-    engine.participant.decide(Decision("p.b", 0, True))
+    engine.participant.decide(Decision(b, 0, True))
     assert "stock" not in engine.group.ws.tables
     assert engine.group.replies[-1].kind == "ack"
 
 
 def test_a_held_promise_survives_a_restart() -> None:
     engine, base = opened()
-    send(engine, "promise", "p.a", units("reserve", 1, 1, 4))
+    a = send(engine, "promise", "p.a", units("reserve", 1, 1, 4)).txn_id
     base.apply(engine.take_group())
     fresh = make_engine(base)
     fresh.participant.load()
-    assert sorted(fresh.participant.promises.held) == ["p.a"]
-    fresh.participant.decide(Decision("p.a", 0, True))
+    assert sorted(fresh.participant.promises.held) == [a]
+    fresh.participant.decide(Decision(a, 0, True))
     base.apply(fresh.take_group())
     assert base.tables["stock"][(1, 1)]["qty"] == 6
     assert base.tables[PROMISED_TABLE] == {}
@@ -172,7 +188,7 @@ def test_basic_lets_one_row_cross_the_bound_and_sums_show_it_for_a_moment() -> N
     sum is bounded), and while decisions land on the partitions one by one a sum over the
     engines' rows may be below its bound."""
     bases = [MemoryBase(), MemoryBase()]
-    engines = [make_engine(b) for b in bases]
+    engines = [make_engine(b, p) for p, b in enumerate(bases)]
     for p, e in enumerate(engines):
         assert send(e, "run", f"0.{p}", Fragment.call((1, p), "open_site", item=1, site=p)).ok
         bases[p].apply(e.take_group())
@@ -234,18 +250,18 @@ def test_a_count_changes_by_rows_a_promise_creates_or_deletes() -> None:
     base = MemoryBase()
     engine = PartitionEngine(seats_app().dataflow(), base, partition=0, params={})
     total = json.dumps(["seats", "count(*) <= 2 group by flight", [7]])
-    r = send(engine, "promise", "p.1", seat("book", 7, 1))
-    assert json.loads(r.rows) == [[total, 1]]
+    first = send(engine, "promise", "p.1", seat("book", 7, 1))
+    assert json.loads(first.rows) == [[total, 1]]
     # another promise on a row a held one writes waits for nothing: it aborts at once
     r = send(engine, "promise", "p.2", seat("book", 7, 1))
-    assert (r.ok, r.reason) == (False, "promised_row") and "p.1" in r.detail
-    engine.participant.decide(Decision("p.1", 0, True))
+    assert (r.ok, r.reason) == (False, "promised_row") and first.txn_id in r.detail
+    engine.participant.decide(Decision(first.txn_id, 0, True))
     base.apply(engine.take_group())
-    r = send(engine, "promise", "p.3", seat("book", 7, 1))  # the row exists: no change
-    assert r.ok and json.loads(r.rows) == []
+    third = send(engine, "promise", "p.3", seat("book", 7, 1))  # the row exists: no change
+    assert third.ok and json.loads(third.rows) == []
     r = send(engine, "promise", "p.4", seat("cancel", 7, 1))
     assert (r.ok, r.reason) == (False, "promised_row")  # p.3 is still held
-    engine.participant.decide(Decision("p.3", 0, True))
+    engine.participant.decide(Decision(third.txn_id, 0, True))
     r = send(engine, "promise", "p.5", seat("cancel", 7, 1))
     assert json.loads(r.rows) == [[total, -1]]
     # outside a promise no row is created or deleted, and nowhere does a row change group

@@ -144,6 +144,7 @@ class TxClient:
         with self._lock:
             self._pending[request_id] = final
         kind = kinds[level.upper()]
+        # the engine names it by its place in the promises topic; the reply, by request id
         req = EngineRequest(
             f"p.{request_id}", 0, kind, request_id, self.topics.oltp_out, list(fragments)
         )

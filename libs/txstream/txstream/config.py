@@ -98,6 +98,10 @@ class Settings(BaseSettings):
     # A bearer token the coordinator's HTTP endpoint requires; with sasl_ssl and none set,
     # the one in `<kafka_secrets_dir>/http.token`.
     http_token: SecretStr | None = None
+    # The key that proves a request, decision, vote or coordinator log record came from a
+    # service (`txstream.oltp.origin`), as hex; none set: `<secrets dir>/internal.key`,
+    # created at first use. Every service of a stack must have the same one.
+    internal_key: SecretStr | None = None
     startup_timeout_s: float = 60.0
     # A worker that dies is replaced in its slot within seconds (static membership); a
     # worker stopped for good holds its partitions this long. The broker's minimum is 6 s.

@@ -59,6 +59,7 @@ from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.topics import AppTopics, ensure_topics
 from txstream.model.app import App
 from txstream.oltp.messages import CoordinatorLog, EngineReply, TxnRequest, Wire
+from txstream.oltp.origin import Origin, Unauthenticated
 from txstream.schemas.registry import SchemaRegistry
 from txstream_coordinator import metrics
 from txstream_coordinator.leadership import Leadership
@@ -91,7 +92,7 @@ class CoordinatorService:
         self.app = app
         self.settings = settings
         self.topics = AppTopics(app.name)
-        self.wire = Wire(SchemaRegistry(settings.schema_dir))
+        self.wire = Wire(SchemaRegistry(settings.schema_dir), Origin.of(settings))
         self.resend_s = resend_s
         self.stopping = threading.Event()
         self.group_id = f"txstream-{app.name}-coordinator"
@@ -209,8 +210,13 @@ class CoordinatorService:
 
     def _log(self) -> Iterator[tuple[int, CoordinatorLog]]:
         for msg in read_to_committed_end(self.settings, self.topics.coordinator_log, 0, 0):
-            if msg.value():
+            if not msg.value():
+                continue
+            try:
                 yield msg.offset() or 0, self.wire.decode(CoordinatorLog, msg.value() or b"")
+            except Unauthenticated as e:  # written by a client: it decides nothing
+                log.error("skipping %s@%s: %s", self.topics.coordinator_log, msg.offset(), e)
+                metrics.OUTCOMES.labels("unauthenticated").inc()
 
     def run(self) -> None:
         try:
@@ -255,8 +261,9 @@ class CoordinatorService:
                 return self.machine.request(self.wire.decode(TxnRequest, msg.value() or b""), now)
             return self.machine.reply(self.wire.decode(EngineReply, msg.value() or b""), now)
         except (ValueError, TypeError, EOFError, KeyError) as e:
-            log.error("skipping undecodable record %s[0]@%s: %s", topic, msg.offset(), e)
-            metrics.OUTCOMES.labels("undecodable").inc()
+            reason = "unauthenticated" if isinstance(e, Unauthenticated) else "undecodable"
+            log.error("skipping %s record %s[0]@%s: %s", reason, topic, msg.offset(), e)
+            metrics.OUTCOMES.labels(reason).inc()
             return Actions()
 
     def _flush(self, acts: Actions, force: bool = False) -> None:

@@ -27,16 +27,24 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from txstream.engine import held_writes
 from txstream.engine.context import TxnContext
 from txstream.engine.group import AbortRecord, Group, Seal
 from txstream.engine.history import History, TooOld
-from txstream.engine.promises import Promises
+from txstream.engine.promises import Promises, is_promise_id
 from txstream.engine.rows import shared
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, scan
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Procedure, Record
 from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
-from txstream.oltp.messages import Decision, EngineReply, EngineRequest, Fragment, key_of
+from txstream.oltp.messages import (
+    CLIENT_REQUEST_KINDS,
+    Decision,
+    EngineReply,
+    EngineRequest,
+    Fragment,
+    key_of,
+)
 from txstream.oltp.predicates import aggregate, aggregates_of, conditions_of, matches
 
 
@@ -113,7 +121,7 @@ class Participant:
         still held."""
         self.promises.load()
         for (txn_id,), row in self.engine.base.scan(PREPARED_TABLE, ()):
-            ws = _ws_of(row["writes"])
+            ws, _ = held_writes.decode(row["writes"])
             self._hold(
                 Prepared(
                     str(txn_id),
@@ -130,6 +138,11 @@ class Participant:
         case nothing of it was applied and it must be retried after a decision."""
         seen = self.engine.sys_value(EPOCH_KEY) or 0
         stale = req.epoch < seen
+        if (req.kind in CLIENT_REQUEST_KINDS) != is_promise_id(req.txn_id):
+            raise ValueError(
+                f"a {req.kind!r} request named {req.txn_id!r}: promised transactions, and they "
+                "alone, are named by their place in the promises topic (`promise_id`)"
+            )
         try:
             if req.kind == "read":
                 self._read(req)
@@ -151,8 +164,9 @@ class Participant:
         return True
 
     def decide(self, d: Decision) -> None:
-        if self.promises.decide(d, self.engine.merge):
-            self._reply(d.txn_id, "ack", True, detail="committed" if d.commit else "aborted")
+        if is_promise_id(d.txn_id):  # a promise's decision never touches a 2PC one's
+            detail = self.promises.decide(d, self.engine.merge, self._locked)
+            self._reply(d.txn_id, "ack", True, detail=detail)
             return
         held = self.prepared.get(d.txn_id)
         group = self.engine.group
@@ -202,6 +216,16 @@ class Participant:
                     del locks[key]
             if not locks:
                 del self.locks[table]
+        if self.promises.landing:  # committed promises waiting for these rows land now
+            self.promises.land(self.engine.merge, self._locked)
+
+    def _locked(self, ws: WriteSet) -> bool:
+        """Whether a prepared transaction locks a row `ws` writes."""
+        for table, rows in ws.tables.items():
+            held = self.locks.get(table)
+            if held and any(key in held for key in rows):
+                return True
+        return False
 
     def _attempt(self, req: EngineRequest, stale: bool) -> tuple[WriteSet, str] | _Failed:
         if stale:
@@ -237,7 +261,7 @@ class Participant:
             (req.txn_id,),
             {
                 "epoch": req.epoch,
-                "writes": _ws_json(ws),
+                "writes": held_writes.encode(ws),
                 "request_id": req.request_id,
                 "reply_to": req.reply_to,
                 "results": results,
@@ -472,21 +496,3 @@ def _no_batch(ctx: TxnContext, batch: Sequence[Record]) -> None:
 
 def _no_slide(ctx: TxnContext, window: str, slides: int) -> None:
     raise TypeError("an OLTP transaction owns no window")
-
-
-def _ws_json(ws: WriteSet) -> str:
-    """A held write set as JSON: [[table, key, row or null]]; table rows are JSON values."""
-    return json.dumps(
-        [
-            [t, list(k), None if v is TOMBSTONE else v]
-            for t, rows in ws.tables.items()
-            for k, v in rows.items()
-        ]
-    )
-
-
-def _ws_of(text: str) -> WriteSet:
-    ws = WriteSet()
-    for table, key, row in json.loads(text):
-        ws.put(table, tuple(key), TOMBSTONE if row is None else row)
-    return ws

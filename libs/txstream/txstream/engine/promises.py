@@ -11,6 +11,15 @@ the order the replies reach it, aborts a transaction that would cross a bound, a
 the decision back; only then do the held writes land, as formulas recomputed on the rows as
 they stand (`engine.formulas`), so promised transactions on one hot row never conflict and
 hold no locks: unlike a 2PC prepare, a promise blocks nothing.
+
+Three rules keep every row equal to its start plus exactly the committed changes:
+- deltas are each row's contribution after less before, however it was written;
+- a promise that writes a constrained row plainly (put, delete) is alone on that row until
+  it lands, since a plain write lands as it stands, over anything added meanwhile;
+- a committed promise lands only once no prepared 2PC transaction locks its rows: that one
+  read them before, and its own writes land first (`landing`).
+A promise's id is its place in the promises topic (`promise_id`), never its client's
+choice, so no promise can be named after another transaction.
 """
 
 from __future__ import annotations
@@ -19,7 +28,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from txstream.engine.formulas import Formula
+from txstream.engine import held_writes
 from txstream.engine.group import Group
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read
 from txstream.model.declarations import Key, Record, Table
@@ -29,68 +38,95 @@ from txstream.oltp.messages import Decision
 PROMISED_TABLE = "__promised__"
 # A delta reply: [[constraint's total key (AggregateConstraint.total_key), delta], ...]
 Deltas = list[list[Any]]
+# Promise ids are their records' places (`promise_id`), never a client's choice: a client
+# that named its promise after a 2PC transaction would otherwise take that one's decision.
+_PROMISE_PREFIX = "P"
+
+
+def promise_id(partition: int, offset: int) -> str:
+    """The id of the promised (or BASE) transaction at `offset` of the promises topic's
+    `partition`, whatever id its client gave: unique, the same each time the record is
+    read (after a crash, or by `txstream verify`), and no coordinator transaction id
+    (`<epoch>.<seq>`) starts with the prefix."""
+    return f"{_PROMISE_PREFIX}{partition}.{offset}"
+
+
+def is_promise_id(txn_id: str) -> bool:
+    return txn_id.startswith(_PROMISE_PREFIX)
 
 
 def deltas(
     ws: WriteSet, tables: dict[str, Table], before: Callable[[str, Key], Record | None]
 ) -> Deltas:
-    """What `ws` adds to each aggregation constraint's running total, by group. Every
-    change to a summed field is an `add` formula here, and every change to a count a row
-    created or deleted (`TableView._bounded` refused the rest); `before` is a row as the
-    transaction found it."""
+    """What `ws` adds to each aggregation constraint's running total, by group: for each
+    row it wrote, its contribution after less its contribution before (`before`: the row
+    as the transaction found it), however the row was written (put, add, delete)."""
     out: dict[str, float] = {}
-
-    def count(key: str, amount: float) -> None:
-        out[key] = out.get(key, 0) + amount
-
     for table, rows in ws.tables.items():
         declared = tables.get(table)
         bounds = declared.aggregates if declared is not None else ()
         for key, row in rows.items() if bounds else ():
             new = None if row is TOMBSTONE else row
-            todo = (ws.formulas or {}).get((table, key), [])
+            old = before(table, key)
             for a in bounds:
-                if a.counts:
-                    old = before(table, key)
-                    if (old is None) != (new is None):
-                        k, _ = a.contribution(new if old is None else old) or ("", 0)
-                        count(k, 1 if old is None else -1)
-                    continue
-                added = sum(f.value for f in todo if f.op == "add" and f.field == a.field)
-                if added and new is not None:
-                    count(a.total_key(a.group_of(new)), added)
+                for contribution, sign in ((a.contribution(new), 1), (a.contribution(old), -1)):
+                    if contribution is not None:
+                        group, amount = contribution
+                        out[group] = out.get(group, 0) + sign * amount
     return [[k, v] for k, v in sorted(out.items()) if v]
 
 
+def _pins(ws: WriteSet, table: str, key: Key) -> bool:
+    """Whether `ws` writes the row plainly (put, delete), not by formulas only: such a
+    write lands as it stands at the decision, over whatever changed the row meanwhile."""
+    return ws.formulas is None or (table, key) not in ws.formulas
+
+
 class Promises:
-    """The promised transactions this engine holds until SERIALIZE decides them."""
+    """The promised transactions this engine holds until SERIALIZE decides them, and those
+    committed but waiting to land until no prepared 2PC transaction locks their rows."""
 
     def __init__(self, base: Base, group: Callable[[], Group]) -> None:
         self._base = base
         self._group = group
         self.held: dict[str, WriteSet] = {}  # txn id -> its write set
+        # Committed, in decision order, each waiting for a 2PC transaction prepared on one
+        # of its rows: that one read the rows before this landed, so it lands first.
+        self.landing: dict[str, WriteSet] = {}
+        self._decided = 0  # commit decisions taken: the order the landing ones keep
 
     def load(self) -> None:
-        """After a restart: the promised transactions not decided before the crash."""
+        """After a restart: the promised transactions not decided before the crash, and
+        the committed ones not landed yet."""
+        landing = []
         for (txn_id,), row in self._base.scan(PROMISED_TABLE, ()):
-            self.held[str(txn_id)] = _ws_of(row["writes"])
+            ws, extra = held_writes.decode(row["writes"])
+            if extra.get("decided"):
+                landing.append((row["epoch"], str(txn_id), ws))
+            else:
+                self.held[str(txn_id)] = ws
+        for order, txn_id, ws in sorted(landing):
+            self.landing[txn_id] = ws
+            self._decided = max(self._decided, order)
 
     def hold(self, txn_id: str, ws: WriteSet, tables: dict[str, Table]) -> Deltas:
         """Keep `ws` (durably, with the group) until its decision; its deltas. TxnAbort for
-        a row whose group cannot be named, or for a row of a counted table that a promise
-        still held writes too: which of the two would create or delete it is only known
-        when both land, and the count must be known now."""
+        a row whose group cannot be named, or for a row of a constrained table that another
+        promise not landed yet writes too, where either writes it plainly (a count's row
+        created or deleted, any row put): what such a row holds when both land depends on
+        their order, and the totals must be known now."""
         for table, rows in ws.tables.items():
             declared = tables.get(table)
-            if declared is None or not any(a.counts for a in declared.aggregates):
+            if declared is None or not declared.aggregates:
                 continue
+            counted = any(a.counts for a in declared.aggregates)
             for key in rows:
-                other = next((txn for txn, held in self.held.items()
-                              if key in held.tables.get(table, {})), None)  # fmt: skip
+                other = self._writer(table, key, any_write=counted or _pins(ws, table, key))
                 if other is not None:
                     raise TxnAbort("promised_row", f"table {table!r} key {list(key)} is "
-                                   f"written by promise {other}, not decided yet: retry once "
-                                   "it has its status")  # fmt: skip
+                                   f"written by promise {other}, which has not landed yet, "
+                                   "and one of them writes it with put or delete, not add(): "
+                                   "retry once it has its status")  # fmt: skip
         group = self._group().ws
         try:
             out = deltas(ws, tables, lambda t, k: read(group, self._base, t, k))
@@ -98,46 +134,53 @@ class Promises:
             raise TxnAbort("bad_row", str(e.args[0])) from None
         ws.parent = None  # held on its own: the group it read through commits meanwhile
         self.held[txn_id] = ws
-        row = {"epoch": 0, "writes": _ws_json(ws), "request_id": "", "reply_to": "",
-               "results": json.dumps(out)}  # fmt: skip
-        group.put(PROMISED_TABLE, (txn_id,), row)
+        group.put(PROMISED_TABLE, (txn_id,), _row(ws, None, deltas=out))
         return out
 
-    def decide(self, d: Decision, merge: Callable[[WriteSet], None]) -> bool:
-        """Apply (`merge`) or drop the held writes; False if `d` is not about a promise
-        held here (a repeat of one decided already is acknowledged as such upstream)."""
-        held = self.held.pop(d.txn_id, None)
-        if held is None:
-            return False
-        if d.commit:
-            merge(held)
-        self._group().ws.put(PROMISED_TABLE, (d.txn_id,), TOMBSTONE)
-        return True
+    def _writer(self, table: str, key: Key, any_write: bool) -> str | None:
+        """A promise not landed that writes the row: in any way with `any_write`, else
+        plainly."""
+        for pending in (self.held, self.landing):
+            for txn, ws in pending.items():
+                if key in ws.tables.get(table, ()) and (any_write or _pins(ws, table, key)):
+                    return txn
+        return None
+
+    def decide(
+        self, d: Decision, merge: Callable[[WriteSet], None], locked: Callable[[WriteSet], bool]
+    ) -> str:
+        """Take `d` for a promise: drop its writes, or land them (`merge`) now or, while a
+        prepared transaction locks one of its rows (`locked`), after that one's decision.
+        What happened, for the acknowledgement."""
+        ws = self.held.pop(d.txn_id, None)
+        if ws is None:
+            return "not held here"  # decided already, or never promised here
+        if not d.commit:
+            self._group().ws.put(PROMISED_TABLE, (d.txn_id,), TOMBSTONE)
+            return "aborted"
+        self.landing[d.txn_id] = ws
+        self._decided += 1
+        self._group().ws.put(PROMISED_TABLE, (d.txn_id,), _row(ws, self._decided))
+        self.land(merge, locked)
+        return "committed"
+
+    def land(self, merge: Callable[[WriteSet], None], locked: Callable[[WriteSet], bool]) -> None:
+        """Land the committed promises that no prepared transaction locks, in decision
+        order: one behind a locked one on a common row waits too."""
+        waiting: set[tuple[str, Key]] = set()
+        for txn_id, ws in list(self.landing.items()):
+            rows = {(t, k) for t, written in ws.tables.items() for k in written}
+            if locked(ws) or not waiting.isdisjoint(rows):
+                waiting |= rows
+                continue
+            del self.landing[txn_id]
+            merge(ws)
+            self._group().ws.put(PROMISED_TABLE, (txn_id,), TOMBSTONE)
 
 
-def _ws_json(ws: WriteSet) -> str:
-    """Rows and the formulas that made them: at the decision the formulas are applied to
-    the rows as they then stand, the rows only where one was gone meanwhile."""
-    rows = [
-        [t, list(k), None if v is TOMBSTONE else v]
-        for t, written in ws.tables.items()
-        for k, v in written.items()
-    ]
-    formulas = [
-        [t, list(k), [[f.op, f.field, f.value] for f in todo]]
-        for (t, k), todo in (ws.formulas or {}).items()
-    ]
-    return json.dumps({"rows": rows, "formulas": formulas})
-
-
-def _ws_of(text: str) -> WriteSet:
-    data = json.loads(text)
-    ws = WriteSet()
-    for table, key, row in data["rows"]:
-        ws.put(table, tuple(key), TOMBSTONE if row is None else row)
-    if data["formulas"]:
-        ws.formulas = {
-            (t, tuple(k)): [Formula(op, field, value) for op, field, value in todo]
-            for t, k, todo in data["formulas"]
-        }
-    return ws
+def _row(ws: WriteSet, order: int | None, deltas: Deltas | None = None) -> Record:
+    """A `__promised__` row: held (`order` None), or committed and waiting to land, the
+    `order`th decided (kept in `epoch`, so a reload lands them in decision order)."""
+    writes = held_writes.encode(ws, decided=order is not None)
+    return {"epoch": order or 0, "writes": writes, "request_id": "", "reply_to": "",
+            "results": json.dumps(deltas or [])}  # fmt: skip

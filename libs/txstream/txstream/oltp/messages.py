@@ -21,6 +21,7 @@ from fastavro import schemaless_reader, schemaless_writer
 from fastavro.types import Schema
 
 from txstream.model.declarations import Key, Record
+from txstream.oltp.origin import Origin, Unauthenticated
 from txstream.schemas.readers import record_reader
 from txstream.schemas.registry import SchemaRegistry
 from txstream.schemas.writers import record_fields, write_record
@@ -170,6 +171,10 @@ class EngineRequest(Message):
     query: Query | None = None
 
 
+# The engine request kinds a client writes, on the promises topic; the coordinator the rest.
+CLIENT_REQUEST_KINDS = frozenset({"promise", "base"})
+
+
 @dataclass(frozen=True)
 class Decision(Message):
     schema_name = "txstream.Decision"
@@ -242,11 +247,17 @@ class _Codec:
 
 
 class Wire:
-    """Encoders and decoders for the OLTP messages, from one schema registry."""
+    """Encoders and decoders for the OLTP messages, from one schema registry.
 
-    def __init__(self, registry: SchemaRegistry) -> None:
+    With an `origin` (a service's wire), records of the types only services write
+    (`SERVICE_TYPES`) are tagged when encoded and must be when decoded (`oltp.origin`),
+    but for promised transactions, which clients write. Without one (a client's), nothing
+    is tagged or checked."""
+
+    def __init__(self, registry: SchemaRegistry, origin: Origin | None = None) -> None:
         self._codecs: dict[str, _Codec] = {}
         self._registry = registry
+        self._origin = origin
 
     def _codec(self, name: str) -> _Codec:
         codec = self._codecs.get(name)
@@ -255,6 +266,12 @@ class Wire:
         return codec
 
     def encode(self, message: Message) -> bytes:
+        data = self._encode(message)
+        if self._origin is not None and _tagged(message):
+            return self._origin.sign(data)
+        return data
+
+    def _encode(self, message: Message) -> bytes:
         codec = self._codec(message.schema_name)
         record = message.record()
         if codec.fields is not None:
@@ -270,10 +287,23 @@ class Wire:
         schemaless_writer(buf, codec.schema, record)
         return buf.getvalue()
 
-    def decode(self, cls: type[M], data: bytes) -> M:
+    def decode(self, cls: type[M], data: bytes, promises: bool = False) -> M:
         """The message, or `WireDecodeError` saying why these bytes are not one: garbage
         makes a reader raise almost anything (IndexError, EOFError, UnicodeDecodeError, ...),
-        and every reader must be able to move past it."""
+        and every reader must be able to move past it. `promises`: the record is from the
+        promises topic, which clients write, so it carries no tag; one of any other kind
+        there is refused."""
+        if self._origin is not None and cls in SERVICE_TYPES:
+            if promises:
+                message = self._decode(cls, data)
+                if _tagged(message):
+                    raise Unauthenticated(f"a {cls.schema_name} that only services write, "
+                                          "on the topic clients write")  # fmt: skip
+                return message
+            data = self._origin.strip(data, cls.schema_name)
+        return self._decode(cls, data)
+
+    def _decode(self, cls: type[M], data: bytes) -> M:
         head = data[:1]
         if head != cls.type_byte:
             found = _BY_TYPE_BYTE.get(head)
@@ -295,3 +325,17 @@ class Wire:
         if left:
             raise WireDecodeError(f"not a {cls.schema_name}: {left} bytes after the record")
         return message
+
+
+# The messages only services write: the coordinator's requests, decisions and log, and the
+# engines' replies. Clients write transaction requests and promised transactions.
+SERVICE_TYPES: frozenset[type[Message]] = frozenset(
+    {EngineRequest, Decision, EngineReply, CoordinatorLog}
+)
+
+
+def _tagged(message: Message) -> bool:
+    """Whether `message` carries the stack's tag: a service's, not a promise's."""
+    if isinstance(message, EngineRequest):
+        return message.kind not in CLIENT_REQUEST_KINDS
+    return type(message) in SERVICE_TYPES

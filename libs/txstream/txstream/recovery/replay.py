@@ -34,10 +34,10 @@ class Sources(Protocol):
     def raw(self, topic: str, offset: int) -> bytes: ...
 
 
-OltpHandler = Callable[[str, bytes], None]  # (topic, record value): apply it again
+OltpHandler = Callable[[str, int, bytes], None]  # (topic, offset, record value): apply again
 
 
-def _no_oltp(topic: str, value: bytes) -> None:
+def _no_oltp(topic: str, offset: int, value: bytes) -> None:
     raise RecoveryError(f"the log names a coordinator message on {topic}, but no handler")
 
 
@@ -100,7 +100,7 @@ def replay_entries(
         if entry.stream == OLTP_STREAM:
             if entry.topic is None or entry.offset is None:
                 raise RecoveryError("an OLTP log entry has no input offset")
-            oltp(entry.topic, sources.raw(entry.topic, entry.offset))
+            oltp(entry.topic, entry.offset, sources.raw(entry.topic, entry.offset))
         elif done is not None:
             _replay_strong(engine, sources, entry, done)
         else:

@@ -14,7 +14,7 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -30,13 +30,15 @@ from txstream.config import Settings
 from txstream.engine.group import Group
 from txstream.engine.hops import PROGRESS
 from txstream.engine.partition_engine import PartitionEngine
+from txstream.engine.promises import promise_id
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config, send, transactional_producer_config
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.observability import metrics
-from txstream.oltp.messages import Decision, EngineRequest, Wire
+from txstream.oltp.messages import CLIENT_REQUEST_KINDS, Decision, EngineRequest, Wire
+from txstream.oltp.origin import Origin, Unauthenticated
 from txstream.recovery.changelog import restore
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.recovery.policy import RecoveryPolicy
@@ -107,7 +109,7 @@ class PartitionTask:
             s.name: BatchCodec(registry.get(s.schema)) for s in self.dataflow.decl.streams.values()
         }
         self.inputs = Inputs.of(app)
-        self.wire = Wire(registry)
+        self.wire = Wire(registry, Origin.of(settings))
         self.reads = ReadsCodec(self.codec, registry)
         self._spanning = bool(self.inputs.exchange)  # the app has spanning procedures
         # Inputs that arrive while a 2PC participant is blocked, in arrival order.
@@ -430,33 +432,38 @@ class PartitionTask:
         try:
             if value is None:
                 raise ValueError("empty record value")
-            if not self._apply_oltp(topic, value, reads_only):
+            if not self._apply_oltp(topic, offset, value, reads_only):
                 return False
         except (ValueError, TypeError, EOFError, KeyError) as e:
-            self.engine.reject(topic, (topic, self.partition, offset), "undecodable", str(e))
+            reason = "unauthenticated" if isinstance(e, Unauthenticated) else "undecodable"
+            self.engine.reject(topic, (topic, self.partition, offset), reason, str(e))
             return True
         self.engine.journal_oltp(topic, offset)
         self.engine.set_position(topic, offset + 1)
         return True
 
-    def _apply_oltp(self, topic: str, value: bytes, reads_only: bool = False) -> bool:
+    def _apply_oltp(self, topic: str, offset: int, value: bytes, reads_only: bool = False) -> bool:
         if topic == self.topics.decisions:
             self.engine.decide(self.wire.decode(Decision, value))
             return True
-        req = self.wire.decode(EngineRequest, value)
-        if (req.kind in ("promise", "base")) != (topic == self.topics.promises):
-            # clients write promises, and only the coordinator the requests (ACLs)
-            promises = self.topics.promises
-            raise ValueError(f"a {req.kind!r} request on {topic}: {promises} takes promised "
-                             "(BASIC, BASE) transactions only, and nothing else does")  # fmt: skip
+        promises = topic == self.topics.promises
+        req = self.wire.decode(EngineRequest, value, promises=promises)
+        if promises:  # named by its place, whatever its client named it (`promise_id`)
+            req = replace(req, txn_id=promise_id(self.partition, offset))
+        if (req.kind in CLIENT_REQUEST_KINDS) != promises:
+            # clients write promises, and only the coordinator the requests
+            raise ValueError(
+                f"a {req.kind!r} request on {topic}: {self.topics.promises} takes promised "
+                "(BASIC, BASE) transactions only, and nothing else does"
+            )
         if req.kind != "read" and (
             reads_only or (self._spanning and self.engine.spans.holds(spanning=False))
         ):
             return False  # it could write rows queued spanning batches have read
         return self.engine.request(req)
 
-    def _replay_oltp(self, topic: str, value: bytes) -> None:
-        if not self._apply_oltp(topic, value):
+    def _replay_oltp(self, topic: str, offset: int, value: bytes) -> None:
+        if not self._apply_oltp(topic, offset, value):
             raise RecoveryError(f"replayed {topic} record conflicts with a prepared transaction")
 
     def tick(self, inquire_every_s: float = 3.0) -> None:

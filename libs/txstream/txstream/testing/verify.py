@@ -31,12 +31,13 @@ engine), are refused, naming them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
 from txstream.config import Settings
 from txstream.engine.group import ORDER_HEADER, BatchRun, decode_order
+from txstream.engine.promises import promise_id
 from txstream.kafka.published_schemas import published
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
@@ -44,6 +45,7 @@ from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.declarations import Key, Record, RecoveryMode
 from txstream.oltp.messages import Decision, EngineRequest, Message, Wire, WireDecodeError
+from txstream.oltp.origin import Origin, Unauthenticated
 from txstream.recovery.changelog import committed_tables, partition_tables
 from txstream.schemas.codec import WRITER_HEADER, BatchCodec, BatchDecodeError
 from txstream.schemas.registry import SchemaRegistry
@@ -109,7 +111,7 @@ def verify(
               for s in dataflow.border_streams}  # fmt: skip
     writers = {p.fingerprint: BatchCodec(p.schema) for p in published(settings, topics)}
     state_codec = StateCodec(dataflow, registry)
-    wire = Wire(registry)
+    wire = Wire(registry, Origin.of(settings))
     runs: list[list[Ran]] = []
     for p in range(partitions):
         order = _order(settings, topics, p)
@@ -262,12 +264,17 @@ def _oltp(settings: Settings, topic: str, partition: int, wire: Wire) -> dict[in
     """Offset -> the request, promise or decision there; a record that does not decode was
     dead-lettered by the engine, and is not in its order either."""
     kind: type[Message] = Decision if topic.endswith(".decisions") else EngineRequest
+    promises = topic.endswith(".promises")
     out: dict[int, Message] = {}
     for msg in read_to_committed_end(settings, topic, partition):
         try:
-            out[msg.offset() or 0] = wire.decode(kind, msg.value() or b"")
-        except WireDecodeError:
+            message = wire.decode(kind, msg.value() or b"", promises=promises)
+        except (WireDecodeError, Unauthenticated):
             continue
+        offset = msg.offset() or 0
+        if promises and isinstance(message, EngineRequest):  # named as the engine names it
+            message = replace(message, txn_id=promise_id(partition, offset))
+        out[offset] = message
     return out
 
 
