@@ -8,7 +8,8 @@ ETL (`txstream etl run`, Spark local mode) streaming the committed topics into a
 warehouse: a warm-up, a pause until the mirrors are warm, then the measured votes; with
 `--steady`, the votes flow at the rate from the start, the measured ones right after the
 warm-up, as a source that never pauses would send them. Once every accepted vote is in
-Delta, it reads the warehouse back with delta-rs:
+Delta, and the mirrors' query has read the changelog to its committed end, it reads the
+warehouse back with delta-rs:
 each vote's freshness is the commit time of its micro-batch (`etl_commits`) minus its Kafka
 record's timestamp, which the engine's producer set just before its group commit. Prints
 p50/p99 freshness, landed rows/s, and a markdown row for docs/benchmarks.md.
@@ -27,7 +28,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict
-from datetime import date, datetime
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +37,6 @@ import typer
 from confluent_kafka import Producer
 from deltalake import DeltaTable, QueryBuilder
 from deltalake.exceptions import TableNotFoundError
-from machine_info import machine, machine_text
 
 from leaderboard import WAREHOUSE_CONFIG
 from leaderboard.commits import recovered_tables, wait_for_batches
@@ -45,12 +45,21 @@ from leaderboard.loader import Loader
 from leaderboard.votegen import write_votes_file
 from leaderboard.votes_file import iter_batches
 from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import send, transactional_producer_config
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.supervisor import Policy, Supervised
+from txstream_etl.job import checkpoint
+from txstream_etl.offsets import Offsets, parse_log_entry
+from txstream_etl.warehouse import MIRRORS_QUERY
+
+try:  # `python -m bench.etl_bench`, and the tests
+    from bench.machine_info import machine, machine_text
+except ModuleNotFoundError:  # `python bench/etl_bench.py`: bench/ is on sys.path, the root not
+    from machine_info import machine, machine_text  # type: ignore[no-redef]
 
 TXSTREAM = str(Path(sys.executable).with_name("txstream"))
 
@@ -79,21 +88,67 @@ def warm(root: Path) -> bool:
     return recorded["streams"] >= 5 and recorded["changelog"] >= 2
 
 
-def changelog_reached(root: Path, kafka_ts: datetime | None) -> bool:
-    """The changelog query landed a record committed at `kafka_ts` or later (any, if None)."""
-    marks = [c for c in rows(root / "etl_commits") if c["query"] == "changelog"]
-    return any(kafka_ts is None or c["last_kafka_ts"] >= kafka_ts for c in marks)
+def changelog_landed(root: Path) -> bool:
+    """The changelog query recorded a micro-batch."""
+    return any(c["query"] == "changelog" for c in rows(root / "etl_commits"))
 
 
-def changelog_ages(root: Path, since: datetime) -> list[float]:
-    """Per changelog micro-batch holding records committed after `since`: the age of its
-    oldest record when the micro-batch was committed (every row of it was fresher)."""
-    marks = [c for c in rows(root / "etl_commits") if c["query"] == "changelog"]
-    return sorted(
+def committed_ends(settings: Settings, topic: str) -> Offsets:
+    """Each partition's committed end (last stable offset), as Spark's offset log writes it.
+
+    Waits compare offsets, never record timestamps: the records of one engine commit carry
+    the times they were produced, up to a millisecond or more apart."""
+    admin = TopicAdmin(settings)
+    return {topic: {str(p): admin.stable_end(topic, p) for p in admin.partitions(topic)}}
+
+
+def offset_log(query_checkpoint: Path, done: bool = False) -> dict[int, Offsets]:
+    """The end offsets of the query's micro-batches (with `done`, of those it finished) that
+    Spark still keeps the logs of (its newest 100). Spark writes `offsets/<n>` before running
+    micro-batch n and `commits/<n>` once it ran, after every table commit of it and its
+    `etl_commits` row."""
+    out = {}
+    for entry in (query_checkpoint / "offsets").glob("[0-9]*"):
+        if not entry.name.isdigit():
+            continue
+        if done and not (query_checkpoint / "commits" / entry.name).exists():
+            continue
+        try:
+            out[int(entry.name)] = parse_log_entry(entry.read_text())
+        except FileNotFoundError:  # purged by Spark since it was listed: an old one
+            continue
+    return out
+
+
+def passes(end: Offsets, mark: Offsets) -> bool:
+    """`end` reaches `mark` on every partition of it."""
+    return all(
+        end.get(topic, {}).get(p, 0) >= offset
+        for topic, partitions in mark.items()
+        for p, offset in partitions.items()
+    )
+
+
+def read_to(query_checkpoint: Path, ends: Offsets) -> bool:
+    """The query finished a micro-batch that read every partition to `ends`."""
+    return any(passes(end, ends) for end in offset_log(query_checkpoint, done=True).values())
+
+
+def changelog_ages(root: Path, query_checkpoint: Path, start: Offsets) -> tuple[list[float], int]:
+    """Per changelog micro-batch that read past `start` (the changelog's committed end as
+    the measured votes began): the age of its oldest record when the micro-batch was
+    committed (every row of it was fresher). Also how many recorded micro-batches may have
+    too but are left out: older than the oldest whose offsets Spark still keeps, if that
+    one read past `start`."""
+    ends = offset_log(query_checkpoint)
+    marks = [c for c in rows(root / "etl_commits") if c["query"] == MIRRORS_QUERY]
+    ages = sorted(
         (c["committed_at"] - c["first_kafka_ts"]).total_seconds()
         for c in marks
-        if c["last_kafka_ts"] >= since
+        if c["etl_batch"] in ends and not passes(start, ends[c["etl_batch"]])
     )
+    oldest_read_past = bool(ends) and not passes(start, ends[min(ends)])
+    return ages, sum(c["etl_batch"] not in ends for c in marks) if oldest_read_past else 0
 
 
 class Producing:
@@ -168,11 +223,14 @@ def main(
         policy=Policy(max_restarts=3, window_s=60.0),
     )  # fmt: skip
     alive = lambda: worker.supervisor.live_pid() is not None  # noqa: E731
-    commits_topic = AppTopics(app.name).commits
+    commits_topic, changelog = AppTopics(app.name).commits, AppTopics(app.name).changelog
     with tempfile.TemporaryDirectory() as tmp:
         warehouse = Path(tmp) / "warehouse"
         root = warehouse / app.name
         votes_file = Path(tmp) / "votes.txt"
+        # where the ETL keeps the mirrors' query's checkpoint, by its own rule
+        at = settings.model_copy(update={"warehouse_uri": str(warehouse)})
+        mirrors = Path(checkpoint(at, app.name, MIRRORS_QUERY))
         # S-Store's generator: some votes are rejected; the fact table gets the accepted ones.
         write_votes_file(votes_file, warmup + votes, contestants=params.contestants, seed=11)
         Loader(settings, app).load_reference_data()
@@ -215,15 +273,17 @@ def main(
                 first = producing.send(warmup, rate) + 1
                 wait_for_batches(settings, commits_topic, {"votes": first - 1}, timeout_s, alive)
                 wait("the warm-up", lambda: caught_up(root, 1, 0))
-                wait("the mirrors' warm-up", lambda: changelog_reached(root, None))
+                wait("the mirrors' warm-up", lambda: changelog_landed(root))
             print(f"ETL warm; producing {votes} batches at {rate}/s", file=sys.stderr)
+            measured_from = committed_ends(settings, changelog)
             last = producing.send(votes, rate)
             wait_for_batches(settings, commits_topic, {"votes": last}, timeout_s, alive)
             worker.stop()
             accepted = accepted_between(settings, app, first, last)
             wait("the measured votes", lambda: caught_up(root, accepted, first - 1))
-            newest = max(v["committed_at"] for v in rows(root / "votes"))
-            wait("the mirrors", lambda: changelog_reached(root, newest))
+            # The worker is gone and its engine fenced: nothing commits to the changelog now.
+            ends = committed_ends(settings, changelog)
+            wait(f"the mirrors to read the changelog to {ends}", lambda: read_to(mirrors, ends))
         finally:
             worker.stop()
             etl.kill()
@@ -234,7 +294,7 @@ def main(
             if c["query"] == "streams"
         }
         landed = [v for v in rows(root / "votes") if v["batch_id"] >= first]
-        ages = changelog_ages(root, min(v["committed_at"] for v in landed))
+        ages, missed = changelog_ages(root, mirrors, measured_from)
     fresh = sorted((commits[v["etl_batch"]] - v["committed_at"]).total_seconds() for v in landed)
     micro_batches = sorted({v["etl_batch"] for v in landed})
     start = min(v["committed_at"] for v in landed)
@@ -251,6 +311,8 @@ def main(
         f"mirrors: {len(ages)} changelog micro-batches, oldest record's age at commit "
         f"p50 {statistics.median(ages):.2f}s max {ages[-1]:.2f}s"
     )
+    if missed:
+        print(f"mirrors: {missed} older micro-batches left out, their offsets no longer kept")
     print(
         f"| {date.today()} | {votes} at {rate}/s, trigger {trigger_s}s, "
         f"{master or settings.spark_master}{drivers} | {p50:.2f} | {p99:.2f} "
