@@ -158,24 +158,34 @@ def test_a_promise_that_adds_then_puts_the_row_replies_its_deltas() -> None:
     assert base.tables["sales"][(1, 1)] == {"show": 1, "channel": 1, "sold": 13, "price": 11}
 
 
-def test_a_pinned_promise_excludes_other_held_promises_on_its_row() -> None:
-    """A held promise that put the row would land it over whatever else committed
-    meanwhile; so no other promise may write that row until it has its status, and the
-    refusal names the rule and the holder."""
+def test_a_promise_that_puts_a_row_lands_only_the_fields_it_changed() -> None:
+    """A held promise that put a row it found lands what it changed, field by field, on
+    the row as it stands at the decision: another promise's add and an ACID reprice
+    committed meanwhile both stay. (Landed whole, the row as the promise computed it
+    would overwrite them: a lost update.)"""
     engine, base = opened(sold=10)
-    pinned = send(engine, "promise", "p.a", sale("sell_and_stamp", 1, 1, 3))
-    assert pinned.ok
-    r = send(engine, "promise", "p.b", sale("sell", 1, 1, 4))
-    assert (r.ok, r.reason) == (False, "promised_row") and pinned.txn_id in r.detail, r
-    # and the other way round: a pinning promise after a held formula-only one
-    engine.participant.decide(Decision(pinned.txn_id, 0, True))
-    added = send(engine, "promise", "p.c", sale("sell", 1, 1, 4))
-    assert added.ok
-    r = send(engine, "promise", "p.d", sale("sell_and_stamp", 1, 1, 1))
-    assert (r.ok, r.reason) == (False, "promised_row") and added.txn_id in r.detail, r
+    stamped = send(engine, "promise", "p.a", sale("sell_and_stamp", 1, 1, 3))  # price 10 -> 11
+    added = send(engine, "promise", "p.b", sale("sell", 1, 1, 4))
+    assert stamped.ok and added.ok, (stamped, added)
+    assert send(engine, "run", "0.2", price(1, 1, 50)).ok  # committed at once: price 50
     engine.participant.decide(Decision(added.txn_id, 0, True))
+    engine.participant.decide(Decision(stamped.txn_id, 0, True))
     base.apply(engine.take_group())
-    assert base.tables["sales"][(1, 1)]["sold"] == 10 + 3 + 4
+    assert base.tables["sales"][(1, 1)] == {"show": 1, "channel": 1, "sold": 10 + 4 + 3,
+                                            "price": 11}  # fmt: skip
+
+
+def test_a_promise_that_creates_a_constrained_row_is_alone_on_it() -> None:
+    """A created row lands whole: while it is held, no other promise may write that row,
+    and the refusal names the rule and the holder."""
+    engine, base = opened(sold=10)
+    created = send(engine, "promise", "p.a", sale("open_and_sell", 1, 2, 3))
+    assert created.ok
+    r = send(engine, "promise", "p.b", sale("open_and_sell", 1, 2, 4))
+    assert (r.ok, r.reason) == (False, "promised_row") and created.txn_id in r.detail, r
+    engine.participant.decide(Decision(created.txn_id, 0, True))
+    base.apply(engine.take_group())
+    assert base.tables["sales"][(1, 2)]["sold"] == 3
 
 
 def test_formula_only_promises_on_one_row_all_land() -> None:

@@ -26,7 +26,9 @@ from txstream.engine.rows import private
 from txstream.engine.writeset import Base, WriteSet, read
 from txstream.model.declarations import Key, Record
 
-Op = Literal["add", "max", "append"]
+# `set` is not a call of its own: a promised transaction's plain write of a row that
+# existed is held as the fields it changed (`engine.promises`), each set where it lands.
+Op = Literal["add", "max", "append", "set"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ def apply(row: Record, formulas: list[Formula]) -> Record:
             new[f.field] = current + f.value
         elif f.op == "max":
             new[f.field] = max(current, f.value)
+        elif f.op == "set":
+            new[f.field] = copy.deepcopy(f.value)
         else:
             if not isinstance(f.value, list | tuple):
                 raise TypeError(f"append {f.value!r} to {f.field!r}: not a list")

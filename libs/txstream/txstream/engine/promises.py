@@ -14,8 +14,9 @@ hold no locks: unlike a 2PC prepare, a promise blocks nothing.
 
 Three rules keep every row equal to its start plus exactly the committed changes:
 - deltas are each row's contribution after less before, however it was written;
-- a promise that writes a constrained row plainly (put, delete) is alone on that row until
-  it lands, since a plain write lands as it stands, over anything added meanwhile;
+- a promise's plain write (put) of a row that exists is held as the fields it changed
+  (summed fields as adds, others set), so it lands on the row as it then stands; a promise
+  that creates or deletes a constrained row is alone on that row until it lands;
 - a committed promise lands only once no prepared 2PC transaction locks its rows: that one
   read them before, and its own writes land first (`landing`).
 A promise's id is its place in the promises topic (`promise_id`), never its client's
@@ -29,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from txstream.engine import held_writes
+from txstream.engine.formulas import Formula
 from txstream.engine.group import Group
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read
 from txstream.model.declarations import Key, Record, Table
@@ -76,6 +78,32 @@ def deltas(
     return [[k, v] for k, v in sorted(out.items()) if v]
 
 
+def _as_changes(
+    ws: WriteSet, tables: dict[str, Table], before: Callable[[str, Key], Record | None]
+) -> None:
+    """Keep each row `ws` updated with a plain write (it was there before and after) as
+    the fields it changed: a summed field as an add, any other as a set. Held until its
+    decision, a whole row would land as it stood when the promise ran, over what others
+    committed to its other fields meanwhile (a lost update); field by field, it lands on
+    the row as it then stands. A row created or deleted stays a plain write."""
+    for table, rows in ws.tables.items():
+        declared = tables.get(table)
+        summed = {a.field for a in declared.aggregates if a.field} if declared else set()
+        for key, row in rows.items():
+            if row is TOMBSTONE or not _pins(ws, table, key):
+                continue
+            old = before(table, key)
+            if old is None or set(old) != set(row):
+                continue
+            if ws.formulas is None:
+                ws.formulas = {}
+            ws.formulas[(table, key)] = [
+                Formula("add", f, row[f] - old[f]) if f in summed else Formula("set", f, row[f])
+                for f in row
+                if row[f] != old[f]
+            ]
+
+
 def _pins(ws: WriteSet, table: str, key: Key) -> bool:
     """Whether `ws` writes the row plainly (put, delete), not by formulas only: such a
     write lands as it stands at the decision, over whatever changed the row meanwhile."""
@@ -110,11 +138,19 @@ class Promises:
             self._decided = max(self._decided, order)
 
     def hold(self, txn_id: str, ws: WriteSet, tables: dict[str, Table]) -> Deltas:
-        """Keep `ws` (durably, with the group) until its decision; its deltas. TxnAbort for
-        a row whose group cannot be named, or for a row of a constrained table that another
-        promise not landed yet writes too, where either writes it plainly (a count's row
-        created or deleted, any row put): what such a row holds when both land depends on
-        their order, and the totals must be known now."""
+        """Keep `ws` (durably, with the group) until its decision; its deltas. A row it
+        updated with a plain write is kept as the fields it changed (`_as_changes`).
+        TxnAbort for a row whose group cannot be named, or for a row of a constrained
+        table that another promise not landed yet writes too, where either creates or
+        deletes it (or, on a counted table, writes it at all): what such a row holds when
+        both land depends on their order, and the totals must be known now."""
+        group = self._group().ws
+        before = lambda t, k: read(group, self._base, t, k)  # noqa: E731
+        try:
+            out = deltas(ws, tables, before)
+        except KeyError as e:
+            raise TxnAbort("bad_row", str(e.args[0])) from None
+        _as_changes(ws, tables, before)
         for table, rows in ws.tables.items():
             declared = tables.get(table)
             if declared is None or not declared.aggregates:
@@ -125,13 +161,8 @@ class Promises:
                 if other is not None:
                     raise TxnAbort("promised_row", f"table {table!r} key {list(key)} is "
                                    f"written by promise {other}, which has not landed yet, "
-                                   "and one of them writes it with put or delete, not add(): "
-                                   "retry once it has its status")  # fmt: skip
-        group = self._group().ws
-        try:
-            out = deltas(ws, tables, lambda t, k: read(group, self._base, t, k))
-        except KeyError as e:
-            raise TxnAbort("bad_row", str(e.args[0])) from None
+                                   "and one of them creates or deletes it: retry once it "
+                                   "has its status")  # fmt: skip
         ws.parent = None  # held on its own: the group it read through commits meanwhile
         self.held[txn_id] = ws
         group.put(PROMISED_TABLE, (txn_id,), _row(ws, None, deltas=out))
