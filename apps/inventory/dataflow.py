@@ -9,6 +9,12 @@
   has a per-row constraint `qty >= 0`): the classic way to hold a global count, a round of
   votes per reservation.
 The two paths keep their own tables, so one run can measure both on the same items.
+
+Other mechanisms share the promised `stock` rows, as an app mixing them would: a promised
+reservation at a price (`reserve_at`, an add then a put of the row), repricing through
+ACID (`set_price`, one site, or two sites' in one 2PC transaction) and audits committed
+where they run (`audit`, BASE). None may change what the rows' sums are: each row's
+`qty` stays the restocks less exactly the committed reservations.
 """
 
 from __future__ import annotations
@@ -32,6 +38,19 @@ class Units(TypedDict):
     qty: int
 
 
+class Priced(TypedDict):
+    item: int
+    site: int
+    qty: int
+    price: int
+
+
+class Price(TypedDict):
+    item: int
+    site: int
+    price: int
+
+
 class Claim(TypedDict):
     item: int
     qty: int
@@ -52,7 +71,7 @@ def build_app(name: str = "inventory") -> App:
     def open_site(ctx: TxnContext, params: Record) -> int:
         """A site's rows, empty (a row under an aggregation constraint starts at 0)."""
         key = (params["item"], params["site"])
-        row = {"item": params["item"], "site": params["site"], "qty": 0}
+        row = {"item": params["item"], "site": params["site"], "qty": 0, "price": 0, "audits": 0}
         for table in ("stock", "acid_stock"):
             if ctx.table(table).get(key) is None:
                 ctx.table(table).put(key, row)
@@ -72,6 +91,40 @@ def build_app(name: str = "inventory") -> App:
             ctx.abort("bad_qty", f"reserve {params['qty']} units: give a positive number")
         key = (params["item"], params["site"])
         row = ctx.table("stock").add(key, {"qty": -params["qty"]})
+        return int(row["qty"])
+
+    @app.transaction(params=Priced)
+    def reserve_at(ctx: TxnContext, params: Record) -> int:
+        """Promised: take units at a site at a price, which becomes the site's price (a put
+        after the add: the promise is then alone on the row until it lands)."""
+        if params["qty"] <= 0:
+            ctx.abort("bad_qty", f"reserve {params['qty']} units: give a positive number")
+        stock, key = ctx.table("stock"), (params["item"], params["site"])
+        row = stock.add(key, {"qty": -params["qty"]})
+        stock.put(key, {**row, "price": params["price"]})
+        return int(row["qty"])
+
+    @app.transaction(params=Price)
+    def set_price(ctx: TxnContext, params: Record) -> int:
+        """ACID: a site's price (two sites' in one call are one 2PC transaction); the row is
+        read and written whole, its quantity as it stands."""
+        stock, key = ctx.table("stock"), (params["item"], params["site"])
+        row = stock.get(key)
+        if row is None:
+            ctx.abort("no_site", f"item {params['item']} has no site {params['site']}")
+        assert row is not None
+        stock.put(key, {**row, "price": params["price"]})
+        return int(row["qty"])
+
+    @app.transaction(params=Site)
+    def audit(ctx: TxnContext, params: Record) -> int:
+        """BASE: count the site once more, committed on its partition when it runs."""
+        stock, key = ctx.table("stock"), (params["item"], params["site"])
+        row = stock.get(key)
+        if row is None:
+            ctx.abort("no_site", f"item {params['item']} has no site {params['site']}")
+        assert row is not None
+        stock.put(key, {**row, "audits": row["audits"] + 1})
         return int(row["qty"])
 
     @app.transaction(params=Units)

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from txstream.client import TxClient, fragment
 from txstream.kafka.routing import partition_of
@@ -27,9 +28,12 @@ class Units:
     qty: int
 
 
+W = TypeVar("W")  # a unit of work: what one transaction does
+
+
 @dataclass(frozen=True)
-class Outcome:
-    units: Units
+class Outcome(Generic[W]):
+    units: W
     status: TxnResult
     ack_s: float  # promised: until the promise; 2PC: until the result
     final_s: float  # until the final status
@@ -96,9 +100,9 @@ def run_promises(
     in_flight: int,
     timeout_s: float = 120,
     progress: Callable[[int], None] = lambda done: None,
-) -> list[Outcome]:
+) -> list[Outcome[Units]]:
     """Promise each, `in_flight` at a time awaiting their final statuses."""
-    return _run(work, in_flight, timeout_s, progress, lambda u: _promise(client, u, procedure))
+    return run(work, in_flight, timeout_s, progress, lambda u: _promise(client, u, procedure))
 
 
 def run_two_phase(
@@ -109,7 +113,7 @@ def run_two_phase(
     in_flight: int,
     timeout_s: float = 120,
     progress: Callable[[int], None] = lambda done: None,
-) -> list[Outcome]:
+) -> list[Outcome[Units]]:
     """Each as one 2PC transaction (its result is final at once)."""
 
     def start(u: Units) -> tuple[Future[float], Future[TxnResult]]:
@@ -119,7 +123,7 @@ def run_two_phase(
         final.add_done_callback(lambda _: acked.set_result(time.perf_counter() - started))
         return acked, final
 
-    return _run(work, in_flight, timeout_s, progress, start)
+    return run(work, in_flight, timeout_s, progress, start)
 
 
 def _promise(client: TxClient, u: Units, procedure: str) -> tuple[Future[float], Future[TxnResult]]:
@@ -127,17 +131,19 @@ def _promise(client: TxClient, u: Units, procedure: str) -> tuple[Future[float],
     return p.durable, p.final
 
 
-def _run(
-    work: Sequence[Units],
+def run(
+    work: Sequence[W],
     in_flight: int,
     timeout_s: float,
     progress: Callable[[int], None],
-    start: Callable[[Units], tuple[Future[float], Future[TxnResult]]],
-) -> list[Outcome]:
+    start: Callable[[W], tuple[Future[float], Future[TxnResult]]],
+) -> list[Outcome[W]]:
+    """`start` each unit of work, `in_flight` at a time awaiting their final statuses;
+    `start` returns when it was acknowledged and its final status."""
     slots = threading.Semaphore(in_flight)
     done_at: dict[int, float] = {}
     lock = threading.Lock()
-    pending: list[tuple[Units, Future[float], Future[TxnResult], float]] = []
+    pending: list[tuple[W, Future[float], Future[TxnResult], float]] = []
     for n, u in enumerate(work):
         if not slots.acquire(timeout=timeout_s):
             raise TimeoutError(f"no final status for {in_flight} transactions in {timeout_s} s")
@@ -159,7 +165,7 @@ def _run(
     return out
 
 
-def committed(outcomes: Sequence[Outcome]) -> Counter[int]:
+def committed(outcomes: Sequence[Outcome[Units]]) -> Counter[int]:
     """Units per item that committed."""
     out: Counter[int] = Counter()
     for o in outcomes:
@@ -168,7 +174,9 @@ def committed(outcomes: Sequence[Outcome]) -> Counter[int]:
     return out
 
 
-def oversold(restocks: Sequence[Units], outcomes: Sequence[Outcome]) -> dict[int, tuple[int, int]]:
+def oversold(
+    restocks: Sequence[Units], outcomes: Sequence[Outcome[Units]]
+) -> dict[int, tuple[int, int]]:
     """item -> (stock, committed reservations), for every item reserved past its stock."""
     stock: Counter[int] = Counter()
     for u in restocks:
