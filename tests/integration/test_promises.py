@@ -96,6 +96,7 @@ def test_promised_reservations_never_oversell(cluster: InventoryCluster) -> None
     app = from_params({"name": cluster.name})
     verdict = verify(cluster.settings, app, cluster.partitions)
     assert verdict.equal, verdict.divergence and verdict.divergence.text()
+    assert any("coordinator decided right" in u for u in verdict.unseen)
     assert verdict.batches >= len(outcomes) + len(stocked) + ITEMS * SITES + 1
     # a stock row altered in the changelog is named, with the record that last wrote it
     p, key, row = altered_stock_row(cluster)

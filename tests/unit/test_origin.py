@@ -105,3 +105,14 @@ def test_a_given_key_is_used_and_a_bad_one_named(tmp_path: Path) -> None:
         Origin.of(Settings(home=tmp_path, internal_key=SecretStr("not hex")))
     with pytest.raises(ValueError, match="16 or more"):
         Origin.of(Settings(home=tmp_path, internal_key=SecretStr("abcd")))
+
+
+def test_a_reader_never_makes_a_key_of_its_own(tmp_path: Path) -> None:
+    """`verify` reads a stack's records: with a new key it would take every one for a
+    forgery, so it asks for the stack's, naming where it looked."""
+    settings = Settings(home=tmp_path)
+    with pytest.raises(ValueError, match=r"no internal key at .*internal\.key"):
+        Origin.of(settings, create=False)
+    assert not (settings.secrets_dir / KEY_FILE).exists()
+    made = Origin.of(settings)
+    assert Origin.of(settings, create=False).tag(b"x") == made.tag(b"x")

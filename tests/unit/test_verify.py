@@ -26,6 +26,7 @@ from txstream.testing.verify import (
     _ran,
     _replay,
     refuse,
+    unseen,
 )
 
 VOTE = {"vote_id": 1, "phone_number": 6175550101, "contestant_number": 1}
@@ -193,3 +194,14 @@ def test_a_run_whose_order_names_no_oltp_records_is_refused() -> None:
         _named([BatchRun("payroll", 1, 2)], oltp, 0)
     _named([BatchRun("bank.requests", 0, 0)], oltp, 0)  # named: fine
     _named([BatchRun("payroll", 1, 2)], {"bank.requests": {}}, 0)  # no OLTP input: fine
+
+
+def test_every_verdict_says_what_it_cannot_see() -> None:
+    """The replay shares the engine's code, and OLTP apps' decisions are taken as read:
+    each verdict says so, for the app it is about."""
+    streaming = unseen(build_app(Params()))
+    assert any("same engine code" in u for u in streaming)
+    assert not any("coordinator" in u for u in streaming)
+    oltp = unseen(inventory())
+    assert any("whether the coordinator decided right" in u for u in oltp)
+    assert any("dead-lettered" in u for u in oltp)

@@ -22,7 +22,8 @@ def verify(
     """Run the app's committed input again (batches and OLTP records) in the order its
     engines ran it, through its own procedures on an in-memory engine, and compare every
     table with what the engines committed, then check its aggregation constraints: "equal",
-    or the first key that differs or the constraints broken (exit 1)."""
+    or the first key that differs or the constraints broken (exit 1); and what it cannot
+    see."""
     out = Console(stderr=True)
     try:
         application = load_app(app_spec, json.loads(params))
@@ -55,3 +56,4 @@ def verify(
         f"equal: {verdict.batches:,} batches and OLTP records on {verdict.partitions} "
         "partitions, every table as the engines committed it, every aggregation constraint met"
     )
+    typer.echo("not seen by this check:\n" + "\n".join(f"- {u}" for u in verdict.unseen))

@@ -39,14 +39,21 @@ class Origin:
         self._key = key
 
     @classmethod
-    def of(cls, settings: Settings) -> Origin:
+    def of(cls, settings: Settings, create: bool = True) -> Origin:
         """The stack's key: given (`internal_key`, hex), else read from its file, created
-        there at first use."""
+        there at first use unless `create` is off (a reader of a stack's records, which
+        with a key of its own would take every record for a forgery)."""
         if settings.internal_key is not None:
             text = settings.internal_key.get_secret_value()
             where = "TXSTREAM_INTERNAL_KEY"
         else:
             path = settings.secrets_dir / KEY_FILE
+            if not create and not path.exists():
+                raise ValueError(
+                    f"no internal key at {path}: the stack's services made theirs elsewhere; "
+                    "set TXSTREAM_HOME (or TXSTREAM_KAFKA_SECRETS_DIR) as theirs, or "
+                    "TXSTREAM_INTERNAL_KEY"
+                )
             text, where = _read_or_create(path), str(path)
         try:
             return cls(bytes.fromhex(text.strip()))

@@ -90,6 +90,7 @@ class Verdict:
     batches: int  # and OLTP records
     divergence: Divergence | None
     broken: tuple[str, ...] = ()  # aggregation constraints the committed tables break
+    unseen: tuple[str, ...] = ()  # what an equal verdict says nothing about (`unseen`)
 
     @property
     def equal(self) -> bool:
@@ -111,7 +112,7 @@ def verify(
               for s in dataflow.border_streams}  # fmt: skip
     writers = {p.fingerprint: BatchCodec(p.schema) for p in published(settings, topics)}
     state_codec = StateCodec(dataflow, registry)
-    wire = Wire(registry, Origin.of(settings))
+    wire = _wire(settings, registry) if _oltp_topics(app, topics) else Wire(registry)
     runs: list[list[Ran]] = []
     for p in range(partitions):
         order = _order(settings, topics, p)
@@ -128,15 +129,15 @@ def verify(
         committed = committed_tables(settings, state_codec, topics.changelog, partitions)
         owner = partial(partition_of, partitions=partitions)
         found = _first_difference(app, settings, ran, committed, owner)
-        return Verdict(partitions, len(ran), found)
+        return Verdict(partitions, len(ran), found, unseen=unseen(app))
     every: list[dict[str, dict[Key, Record]]] = []
     for p, ran in enumerate(runs):
         committed = partition_tables(settings, state_codec, topics.changelog, p)
         found = _first_difference(app, settings, ran, committed, partial(_constant, p))
         if found is not None:
-            return Verdict(partitions, sum(map(len, runs)), found)
+            return Verdict(partitions, sum(map(len, runs)), found, unseen=unseen(app))
         every.append(committed)
-    return Verdict(partitions, sum(map(len, runs)), None, _broken(app, every))
+    return Verdict(partitions, sum(map(len, runs)), None, _broken(app, every), unseen(app))
 
 
 def _broken(app: App, partitions: list[dict[str, dict[Key, Record]]]) -> tuple[str, ...]:
@@ -203,6 +204,32 @@ def _merged(runs: list[list[Ran]], spanning: frozenset[str]) -> list[Ran]:
     return out
 
 
+def unseen(app: App) -> tuple[str, ...]:
+    """What verify cannot see in `app`'s run, said with every verdict: an equal replay
+    vouches for none of it."""
+    out = [
+        "a bug the engine and its replay share: the reference runs the app's procedures "
+        "through the same engine code, serially; only the aggregation constraints are "
+        "checked apart from it, on the committed rows"
+    ]
+    if app.decl.transactions:
+        out.append(
+            "whether the coordinator decided right: each 2PC decision and SERIALIZE's order "
+            "are taken as the engines read them from their topics, and checked only as "
+            "applied (the aggregation constraints check SERIALIZE's bounds)"
+        )
+        out.append(
+            "what clients were told: results and statuses are not compared with the "
+            "transactions' effects"
+        )
+    if app.decl.transactions or app.decl.serves_requests:
+        out.append(
+            "records the engines dead-lettered (undecodable, unauthenticated): not replayed, "
+            "as they changed nothing"
+        )
+    return tuple(out)
+
+
 def refuse(app: App) -> None:
     df = app.dataflow()
     missing = []
@@ -252,6 +279,15 @@ def _batches(
             continue  # dead-lettered by the engine, never run: not in the order either
         out.setdefault(batch.batch_id, batch.tuples)
     return out
+
+
+def _wire(settings: Settings, registry: SchemaRegistry) -> Wire:
+    """The services' wire: OLTP records without the stack's tag were dead-lettered."""
+    try:
+        origin = Origin.of(settings, create=False)
+    except ValueError as e:
+        raise Unverifiable(f"{e}: without it, no decision could be told from a forgery") from e
+    return Wire(registry, origin)
 
 
 def _oltp_topics(app: App, topics: AppTopics) -> tuple[str, ...]:
