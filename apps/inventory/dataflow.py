@@ -96,10 +96,10 @@ def build_app(name: str = "inventory") -> App:
     @app.transaction(params=Priced)
     def reserve_at(ctx: TxnContext, params: Record) -> int:
         """Promised: take units at a site at a price, which becomes the site's price (a put
-        after the add: the promise is then alone on the row until it lands)."""
+        after the add: it lands as the fields it changed, on the row as it then stands)."""
         if params["qty"] <= 0:
             ctx.abort("bad_qty", f"reserve {params['qty']} units: give a positive number")
-        stock, key = ctx.table("stock"), (params["item"], params["site"])
+        stock, key = ctx.table("stock"), _site_key(params)
         row = stock.add(key, {"qty": -params["qty"]})
         stock.put(key, {**row, "price": params["price"]})
         return int(row["qty"])
@@ -108,23 +108,15 @@ def build_app(name: str = "inventory") -> App:
     def set_price(ctx: TxnContext, params: Record) -> int:
         """ACID: a site's price (two sites' in one call are one 2PC transaction); the row is
         read and written whole, its quantity as it stands."""
-        stock, key = ctx.table("stock"), (params["item"], params["site"])
-        row = stock.get(key)
-        if row is None:
-            ctx.abort("no_site", f"item {params['item']} has no site {params['site']}")
-        assert row is not None
-        stock.put(key, {**row, "price": params["price"]})
+        row = _existing(ctx, "stock", params)
+        ctx.table("stock").put(_site_key(params), {**row, "price": params["price"]})
         return int(row["qty"])
 
     @app.transaction(params=Site)
     def audit(ctx: TxnContext, params: Record) -> int:
         """BASE: count the site once more, committed on its partition when it runs."""
-        stock, key = ctx.table("stock"), (params["item"], params["site"])
-        row = stock.get(key)
-        if row is None:
-            ctx.abort("no_site", f"item {params['item']} has no site {params['site']}")
-        assert row is not None
-        stock.put(key, {**row, "audits": row["audits"] + 1})
+        row = _existing(ctx, "stock", params)
+        ctx.table("stock").put(_site_key(params), {**row, "audits": row["audits"] + 1})
         return int(row["qty"])
 
     @app.transaction(params=Units)
@@ -152,13 +144,18 @@ def build_app(name: str = "inventory") -> App:
 
 def _site(ctx: TxnContext, params: Record, units: int) -> int:
     """The 2PC path's site row, `units` more (or fewer); its new quantity."""
-    rows, key = ctx.table("acid_stock"), (params["item"], params["site"])
-    row = rows.get(key)
+    row = _existing(ctx, "acid_stock", params)
+    ctx.table("acid_stock").put(_site_key(params), {**row, "qty": row["qty"] + units})
+    return int(row["qty"] + units)
+
+
+def _existing(ctx: TxnContext, table: str, params: Record) -> Record:
+    """The site's row of `table`; the transaction aborts `no_site` if there is none."""
+    row = ctx.table(table).get(_site_key(params))
     if row is None:
         ctx.abort("no_site", f"item {params['item']} has no site {params['site']}")
     assert row is not None
-    rows.put(key, {**row, "qty": row["qty"] + units})
-    return int(row["qty"] + units)
+    return row
 
 
 def _available(ctx: TxnContext, params: Record, units: int) -> int:
@@ -173,3 +170,7 @@ def _available(ctx: TxnContext, params: Record, units: int) -> int:
 def from_params(params: Mapping[str, Any]) -> App:
     """The worker's and coordinator's factory: `{"name": ...}`."""
     return build_app(str(params.get("name", "inventory")))
+
+
+def _site_key(params: Record) -> tuple[int, int]:
+    return (params["item"], params["site"])

@@ -32,8 +32,7 @@ from inventory import workload
 from inventory.dataflow import from_params
 from tests.conftest import KafkaEnv
 from tests.faults.scale import seeds
-from tests.integration.inventory_cluster import InventoryCluster
-from tests.service_process import ServiceProcess
+from tests.integration.inventory_cluster import InventoryCluster, KillSchedule
 from txstream.client import TxClient, fragment
 from txstream.kafka.routing import partition_of
 from txstream.oltp.messages import TxnResult
@@ -146,26 +145,9 @@ def test_mixed_mechanisms_on_the_same_rows_across_kills(
     cluster = InventoryCluster(
         kafka.settings.model_copy(update={"home": tmp_path / "home"}), tmp_path, PARTITIONS
     )
-    running: dict[str, ServiceProcess] = {
-        "coordinator": cluster.start("coordinator"),
-        "worker-0": cluster.start("worker", 0),
-        "worker-1": cluster.start("worker", 1),
-    }
-    kills = ["coordinator", rng.choice(["worker-0", "worker-1"])]
-    rng.shuffle(kills)
-    at = {WORK * (k + 1) // (len(kills) + 1): t for k, t in enumerate(kills)}
-    killed: list[str] = []
-
-    def kill_on_schedule(done: int) -> None:
-        target = at.get(done)
-        if target is None:
-            return
-        running[target].kill()
-        assert not running[target].alive()
-        killed.append(target)
-        kind, _, n = target.partition("-")
-        running[target] = cluster.start(kind, int(n or 0))
-
+    targets = ["coordinator", rng.choice(["worker-0", "worker-1"])]
+    rng.shuffle(targets)
+    kills = KillSchedule(cluster, targets, WORK)
     try:
         restocks, _ = workload.plan(ITEMS, SITES, STOCK, 0, seed)
         work = mixed(rng, WORK)
@@ -175,8 +157,8 @@ def test_mixed_mechanisms_on_the_same_rows_across_kills(
             assert all(o.status.ok for o in stocked)
             start: Callable[[Txn], tuple[Future[float], Future[TxnResult]]]
             start = lambda t: t.start(client)  # noqa: E731
-            outcomes = workload.run(work, IN_FLIGHT, STATUS_S, kill_on_schedule, start)
-        assert killed == kills
+            outcomes = workload.run(work, IN_FLIGHT, STATUS_S, kills, start)
+        assert kills.killed == targets
 
         reasons = Counter((o.units.kind, o.status.reason) for o in outcomes if not o.status.ok)
         allowed = {"aggregate_constraint", "promised_row", "coordinator_restart", "timeout"}
@@ -207,7 +189,7 @@ def test_mixed_mechanisms_on_the_same_rows_across_kills(
         mine = {o.status.request_id for o in stocked}
         mine |= {o.status.request_id for o in outcomes if o.units.kind not in acid}
         assert set(published) == mine and set(published.values()) == {1}, "one status each"
-        print(f"seed {seed}: {len(outcomes)} transactions, kills {killed}, aborted {reasons}")
+        print(f"seed {seed}: {len(outcomes)} transactions, kills {kills.killed}, aborted {reasons}")
     finally:
         cluster.stop_all()
     verdict = verify(cluster.settings, from_params({"name": cluster.name}), PARTITIONS)

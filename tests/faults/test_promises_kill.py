@@ -19,8 +19,7 @@ import pytest
 from inventory import workload
 from tests.conftest import KafkaEnv
 from tests.faults.scale import LONG, seeds
-from tests.integration.inventory_cluster import InventoryCluster
-from tests.service_process import ServiceProcess
+from tests.integration.inventory_cluster import InventoryCluster, KillSchedule
 
 ITEMS, SITES, STOCK = 4, 8, 60
 RESERVATIONS = 600  # in make faults only, so at its full length
@@ -37,26 +36,9 @@ def test_every_promise_ends_once_and_nothing_is_oversold_across_kills(
     cluster = InventoryCluster(
         kafka.settings.model_copy(update={"home": tmp_path / "home"}), tmp_path
     )
-    running: dict[str, ServiceProcess] = {
-        "coordinator": cluster.start("coordinator"),
-        "worker-0": cluster.start("worker", 0),
-        "worker-1": cluster.start("worker", 1),
-    }
     targets = ["coordinator", *(rng.choice(["worker-0", "worker-1"]) for _ in range(KILLS - 1))]
     rng.shuffle(targets)
-    at = {RESERVATIONS * (k + 1) // (KILLS + 1): t for k, t in enumerate(targets)}
-    killed: list[str] = []
-
-    def kill_on_schedule(done: int) -> None:
-        target = at.get(done)
-        if target is None:
-            return
-        running[target].kill()
-        assert not running[target].alive()
-        killed.append(target)
-        kind, _, n = target.partition("-")
-        running[target] = cluster.start(kind, int(n or 0))
-
+    kills = KillSchedule(cluster, targets, RESERVATIONS)
     try:
         restocks, wanted = workload.plan(ITEMS, SITES, STOCK, RESERVATIONS, seed)
         with cluster.client(timeout_s=STATUS_S) as client:
@@ -65,10 +47,10 @@ def test_every_promise_ends_once_and_nothing_is_oversold_across_kills(
             assert all(o.status.ok for o in stocked)
             started = time.monotonic()
             outcomes = workload.run_promises(
-                client, wanted, "reserve", 16, STATUS_S, progress=kill_on_schedule
+                client, wanted, "reserve", 16, STATUS_S, progress=kills
             )
             took = time.monotonic() - started
-        assert len(killed) == KILLS, killed
+        assert len(kills.killed) == KILLS, kills.killed
         assert workload.oversold(restocks, outcomes) == {}
         reasons = Counter(o.status.reason for o in outcomes if not o.status.ok)
         assert set(reasons) <= {"aggregate_constraint"} and reasons, reasons
@@ -82,7 +64,7 @@ def test_every_promise_ends_once_and_nothing_is_oversold_across_kills(
         published = Counter(s.request_id for s in cluster.statuses())
         mine = {o.status.request_id for o in [*stocked, *outcomes]}
         assert set(published) == mine and set(published.values()) == {1}
-        print(f"seed {seed}: {len(outcomes)} promises, kills {killed}, {took:.1f} s, "
+        print(f"seed {seed}: {len(outcomes)} promises, kills {kills.killed}, {took:.1f} s, "
               f"aborted {sum(reasons.values())}")  # fmt: skip
     finally:
         cluster.stop_all()

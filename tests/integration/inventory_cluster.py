@@ -43,3 +43,29 @@ class InventoryCluster(ServiceCluster):
             wire.decode(TxnResult, value)
             for _, value in read_to_end(self.settings, self.topics.statuses)
         ]
+
+
+class KillSchedule:
+    """The coordinator and two workers of `cluster`, each SIGKILLed and started again at
+    set points of a run: the kth of `targets` once the run has passed k+1 of len+1 equal
+    shares of its `total` transactions (call it with the count done, as `progress`)."""
+
+    def __init__(self, cluster: InventoryCluster, targets: list[str], total: int) -> None:
+        self.cluster = cluster
+        self.running: dict[str, ServiceProcess] = {
+            "coordinator": cluster.start("coordinator"),
+            "worker-0": cluster.start("worker", 0),
+            "worker-1": cluster.start("worker", 1),
+        }
+        self.at = {total * (k + 1) // (len(targets) + 1): t for k, t in enumerate(targets)}
+        self.killed: list[str] = []
+
+    def __call__(self, done: int) -> None:
+        target = self.at.get(done)
+        if target is None:
+            return
+        self.running[target].kill()
+        assert not self.running[target].alive()
+        self.killed.append(target)
+        kind, _, n = target.partition("-")
+        self.running[target] = self.cluster.start(kind, int(n or 0))

@@ -105,6 +105,14 @@ def build_app() -> App:
     def key(params: Record) -> Row:
         return (params["item"], params["site"])
 
+    def existing(ctx: TxnContext, params: Record) -> Record:
+        """The row; the transaction aborts `no_row` if there is none."""
+        row = ctx.table(TABLE).get(key(params))
+        if row is None:
+            ctx.abort("no_row", f"no row {key(params)}")
+        assert row is not None
+        return row
+
     @app.transaction(params=Units)
     def restock(ctx: TxnContext, params: Record) -> int:
         """Promised: units arrive (an add)."""
@@ -126,12 +134,8 @@ def build_app() -> App:
     @app.transaction(params=Price)
     def set_price(ctx: TxnContext, params: Record) -> int:
         """ACID: the row read and written whole at a new price."""
-        stock = ctx.table(TABLE)
-        row = stock.get(key(params))
-        if row is None:
-            ctx.abort("no_row", f"no row {key(params)}")
-        assert row is not None
-        stock.put(key(params), {**row, "price": params["price"]})
+        row = existing(ctx, params)
+        ctx.table(TABLE).put(key(params), {**row, "price": params["price"]})
         return int(params["price"])
 
     @app.transaction(params=Site)
@@ -142,12 +146,8 @@ def build_app() -> App:
     @app.transaction(params=Site)
     def audit(ctx: TxnContext, params: Record) -> int:
         """BASE: one audit more, read and written whole."""
-        stock = ctx.table(TABLE)
-        row = stock.get(key(params))
-        if row is None:
-            ctx.abort("no_row", f"no row {key(params)}")
-        assert row is not None
-        stock.put(key(params), {**row, "audits": row["audits"] + 1})
+        row = existing(ctx, params)
+        ctx.table(TABLE).put(key(params), {**row, "audits": row["audits"] + 1})
         return int(row["audits"]) + 1
 
     return app

@@ -9,25 +9,22 @@ a constrained field keeps its value, and inside one it changes by add() only.
 
 from __future__ import annotations
 
-import itertools
 import json
 from typing import TypedDict
 
 import pytest
 
 from inventory.dataflow import NONNEGATIVE, Site, build_app
-from tests.fakes import MemoryBase
+from tests.fakes import MemoryBase, send
 from txstream import App, Record, TxnContext
 from txstream.engine.partition_engine import PartitionEngine
-from txstream.engine.promises import PROMISED_TABLE, promise_id
+from txstream.engine.promises import PROMISED_TABLE
 from txstream.kafka.topics import AppTopics
 from txstream.model.aggregates import parse
 from txstream.model.errors import DataflowError
 from txstream.oltp.messages import (
-    CLIENT_REQUEST_KINDS,
     Decision,
     EngineReply,
-    EngineRequest,
     Fragment,
 )
 from txstream_coordinator.protocol import Coordinator
@@ -35,18 +32,6 @@ from txstream_coordinator.protocol import Coordinator
 
 def make_engine(base: MemoryBase, partition: int = 0) -> PartitionEngine:
     return PartitionEngine(build_app().dataflow(), base, partition=partition, params={})
-
-
-# Places in the promises topic, which name promised transactions (`promise_id`).
-OFFSETS = itertools.count()
-
-
-def send(engine: PartitionEngine, kind: str, name: str, *frags: Fragment) -> EngineReply:
-    """A request; a promised one is named as the task names it, by its offset."""
-    txn_id = promise_id(engine.partition, next(OFFSETS)) if kind in CLIENT_REQUEST_KINDS else name
-    req = EngineRequest(txn_id, 0, kind, f"req-{name}", "client", list(frags))
-    assert engine.participant.request(req)
-    return engine.group.replies[-1]
 
 
 def units(procedure: str, item: int, site: int, qty: int) -> Fragment:

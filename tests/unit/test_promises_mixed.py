@@ -1,9 +1,9 @@
 """Promises mixed with other mechanisms on the same constrained rows, no Kafka.
 
 Covered: a promise's deltas are what it changes in a summed field, however it wrote the
-row (`put` then `add`, `add` then `put`); a promise that pins a constrained row (a plain
-write) excludes every other held promise on that row, so no decision lands a row over
-another's additions; a promise's decision waits for a 2PC transaction prepared on its rows
+row (`put` then `add`, `add` then `put`); a promise's `put` of a row lands only the fields
+it changed, over what others committed meanwhile; a promise that creates a constrained row
+is alone on it until it lands; a promise's decision waits for a 2PC transaction prepared on its rows
 and lands after that one's decision, also across a restart; a promise is named by its
 place in the promises topic, never its client, so it cannot take a 2PC transaction's
 decision.
@@ -15,18 +15,17 @@ total equals the sum of the deltas SERIALIZE admitted.
 
 from __future__ import annotations
 
-import itertools
 import json
 from typing import TypedDict
 
 import pytest
 
 from tests.fakes import MemoryBase
+from tests.fakes import send as send_at
 from txstream import App, Record, TxnContext
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.promises import PROMISED_TABLE, promise_id
 from txstream.oltp.messages import (
-    CLIENT_REQUEST_KINDS,
     Decision,
     EngineReply,
     EngineRequest,
@@ -99,16 +98,9 @@ def engine_over(base: MemoryBase) -> PartitionEngine:
     return PartitionEngine(tickets_app().dataflow(), base, partition=0, params={})
 
 
-# Places in the promises topic, which name promised transactions (`promise_id`).
-OFFSETS = itertools.count()
-
-
 def send(engine: PartitionEngine, kind: str, name: str, *frags: Fragment) -> EngineReply:
-    """A request; a promised one is named as the task names it, by its offset."""
-    txn_id = promise_id(engine.partition, next(OFFSETS)) if kind in CLIENT_REQUEST_KINDS else name
-    req = EngineRequest(txn_id, 1, kind, f"req-{name}", "client", list(frags))
-    assert engine.participant.request(req)
-    return engine.group.replies[-1]
+    """A request at coordinator epoch 1, the epoch this file's decisions name."""
+    return send_at(engine, kind, name, *frags, epoch=1)
 
 
 def sale(procedure: str, show: int, channel: int, n: int) -> Fragment:

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from txstream.engine import held_writes
-from txstream.engine.formulas import Formula
+from txstream.engine.formulas import Formula, pinned
 from txstream.engine.group import Group
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read
 from txstream.model.declarations import Key, Record, Table
@@ -90,7 +90,7 @@ def _as_changes(
         declared = tables.get(table)
         summed = {a.field for a in declared.aggregates if a.field} if declared else set()
         for key, row in rows.items():
-            if row is TOMBSTONE or not _pins(ws, table, key):
+            if row is TOMBSTONE or not pinned(ws, table, key):
                 continue
             old = before(table, key)
             if old is None or set(old) != set(row):
@@ -102,12 +102,6 @@ def _as_changes(
                 for f in row
                 if row[f] != old[f]
             ]
-
-
-def _pins(ws: WriteSet, table: str, key: Key) -> bool:
-    """Whether `ws` writes the row plainly (put, delete), not by formulas only: such a
-    write lands as it stands at the decision, over whatever changed the row meanwhile."""
-    return ws.formulas is None or (table, key) not in ws.formulas
 
 
 class Promises:
@@ -157,7 +151,7 @@ class Promises:
                 continue
             counted = any(a.counts for a in declared.aggregates)
             for key in rows:
-                other = self._writer(table, key, any_write=counted or _pins(ws, table, key))
+                other = self._writer(table, key, any_write=counted or pinned(ws, table, key))
                 if other is not None:
                     raise TxnAbort("promised_row", f"table {table!r} key {list(key)} is "
                                    f"written by promise {other}, which has not landed yet, "
@@ -173,7 +167,7 @@ class Promises:
         plainly."""
         for pending in (self.held, self.landing):
             for txn, ws in pending.items():
-                if key in ws.tables.get(table, ()) and (any_write or _pins(ws, table, key)):
+                if key in ws.tables.get(table, ()) and (any_write or pinned(ws, table, key)):
                     return txn
         return None
 
