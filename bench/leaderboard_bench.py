@@ -25,6 +25,7 @@ from pathlib import Path
 from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
 from leaderboard.votegen import write_votes_file
+from txstream.commit.pipeline import CommitSummary
 from txstream.config import Settings
 from txstream.runtime.pump import TaskPump
 from txstream.runtime.task import PartitionTask
@@ -60,11 +61,9 @@ def profiled(votes: Path, count: int) -> None:
     pump = TaskPump(task, task.open())
     done = 0
 
-    def on_commit(info: dict[str, object]) -> None:
+    def on_commit(info: CommitSummary) -> None:
         nonlocal done
-        last = info.get("last")
-        if isinstance(last, dict):
-            done = max(done, int(last.get("votes", 0)))
+        done = max(done, info.last.get("votes", 0))
 
     profiler = cProfile.Profile()
     started = time.monotonic()

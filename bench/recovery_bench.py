@@ -49,6 +49,7 @@ from rich.progress import (
 
 from chain.dataflow import build_app
 from chain.load import load_batches
+from txstream.commit.pipeline import CommitSummary
 from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
@@ -56,7 +57,7 @@ from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.declarations import RecoveryMode
 from txstream.recovery.policy import RecoveryPolicy
-from txstream.runtime.pump import CommitInfo, TaskPump
+from txstream.runtime.pump import TaskPump
 from txstream.runtime.task import PartitionTask
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -126,11 +127,11 @@ def feed(
     """Run the pump until border batch `last` is committed; returns the group commits."""
     done, commits = 0, 0
 
-    def committed(info: CommitInfo) -> bool:
+    def committed(info: CommitSummary) -> bool:
         nonlocal done, commits
-        if info.get("batches", 0):
+        if info.batches:
             commits += 1
-            done = max(done, int(info.get("last", {}).get(BORDER, 0)))
+            done = max(done, info.last.get(BORDER, 0))
             if on_batches is not None:
                 on_batches(done)
         return done >= last
@@ -215,16 +216,17 @@ def measure_recovery(
         finally:
             pump.close()
         process_s = time.monotonic() - started
-        before = dict(first.store.scan(b""))
-        first.store.close()  # the crash: RocksDB is lost; Kafka and the snapshots survive
+        before = dict(first.partition_state.store.scan(b""))
+        # the crash: RocksDB is lost; Kafka and the snapshots survive
+        first.partition_state.close()
         shutil.rmtree(first.state_dir)
         del first
 
         second = PartitionTask(app, 0, settings, GROUP_ON, policy)
         second.open()
         try:
-            after = dict(second.store.scan(b""))
-            snapshots = second.snapshots.newest_first()
+            after = dict(second.partition_state.store.scan(b""))
+            snapshots = second.partition_state.snapshots.newest_first()
         finally:
             second.close()
         if after != before:

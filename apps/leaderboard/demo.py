@@ -22,6 +22,7 @@ from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
+from txstream.commit.pipeline import CommitSummary
 from txstream.config import Settings
 from txstream.runtime.pump import TaskPump
 from txstream.runtime.task import PartitionTask
@@ -35,7 +36,7 @@ console = Console()
 def committed_result(task: PartitionTask) -> dict[str, Any]:
     entries: dict[bytes, bytes] = {}
     for table in BOARD_TABLES:
-        entries.update(task.store.scan(task.codec.prefix(table, ())))
+        entries.update(task.partition_state.store.scan(task.codec.prefix(table, ())))
     return result_document(table_rows(task.codec, entries))
 
 
@@ -105,9 +106,9 @@ def main(
     progress: list[tuple[float, int]] = []
     with Live(console=console, refresh_per_second=4) as live:
 
-        def on_commit(info: dict[str, Any]) -> None:
+        def on_commit(info: CommitSummary) -> None:
             nonlocal done, shown
-            done = max(done, info.get("last", {}).get("votes", 0))
+            done = max(done, info.last.get("votes", 0))
             now = time.monotonic()
             progress.append((now - started, done))
             if now - shown > 0.5 or done >= total:

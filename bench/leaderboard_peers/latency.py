@@ -36,7 +36,7 @@ from txstream.kafka.clients import (
     send,
 )
 from txstream.kafka.topics import AppTopics
-from txstream.runtime.heap import freeze_startup_objects
+from txstream.runtime.gc_freeze import freeze_startup_objects
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.supervisor import Policy, Supervised

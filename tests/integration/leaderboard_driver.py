@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import uuid
 from pathlib import Path
-from typing import Any
 
 from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
+from txstream.commit.pipeline import CommitSummary
 from txstream.config import Settings
 from txstream.model.app import App
 from txstream.runtime.pump import TaskPump
@@ -42,9 +42,9 @@ def feed(
         pump.close()
         return done
 
-    def reached(info: dict[str, Any]) -> bool:
+    def reached(info: CommitSummary) -> bool:
         nonlocal done
-        done = max(done, int(info.get("last", {}).get(stream, 0)))
+        done = max(done, info.last.get(stream, 0))
         return done >= until_batch
 
     try:

@@ -93,7 +93,7 @@ def test_restart_resumes_at_committed_position_and_fences_the_zombie(
     )
     assert sorted(accepted) == list(range(1, last + 1))
     for t in (zombie, successor):
-        t.store.close()
+        t.partition_state.close()
 
 
 def test_private_settings_helper_is_isolated(tmp_path: Path) -> None:

@@ -58,7 +58,7 @@ def test_polls_that_should_wait_do_wait(settings: Settings, tmp_path: Path) -> N
         while committed < last:
             assert time.monotonic() < deadline, f"{committed}/{last} batches committed"
             for info in pump.step(max_records=1):
-                committed = max(committed, int(info["last"].get("votes", 0)))
+                committed = max(committed, info.last.get("votes", 0))
     finally:
         pump.close()
         task.close()

@@ -51,7 +51,7 @@ def task_for(app: App, settings: Settings, mode: RecoveryMode, gc: bool = True) 
 
 def crash(task: PartitionTask) -> None:
     """Lose the engine's RocksDB entirely; the snapshots and Kafka survive."""
-    task.store.close()
+    task.partition_state.close()
     shutil.rmtree(task.state_dir)
 
 
@@ -75,7 +75,7 @@ def test_chain_state_after_recovery_equals_state_before_crash(
     second = task_for(app, settings, mode)
     positions = second.open()
     assert second.tables() == before
-    assert second.snapshots.newest_first(), "snapshots were taken"
+    assert second.partition_state.snapshots.newest_first(), "snapshots were taken"
     assert second.recovered_records > 0, "recovery replayed log records after the snapshot"
     if mode.logged:
         start = TopicAdmin(settings).start_offset(f"{app.name}.cmdlog", 0)

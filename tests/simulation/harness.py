@@ -158,7 +158,7 @@ class Simulation:
         task = self._task()
         producer = SimProducer(self.kafka, task.topics.transactional_id(0), plan)
         self.store.plan = plan
-        task._open_store = lambda: self.store  # type: ignore[method-assign]
+        task.partition_state._open_store = lambda: self.store  # type: ignore[method-assign]
         with self._patches(producer):
             positions = task.open()
         return task, producer, positions
@@ -211,10 +211,7 @@ class Simulation:
                     cursor[topic] += 1
             commit_all()
         finally:
-            flight = task._in_flight
-            if flight is not None:  # the process dies once its commit thread is done
-                flight.sent.exception()
-            task.committer.close()
+            task.pipeline.abandon()  # the process dies once its commit thread is done
             if producer.committed > len(sent):
                 raise AssertionError(f"{producer.committed} commits for {len(sent)} groups sent")
             for group in sent[: producer.committed]:
@@ -245,7 +242,7 @@ class Simulation:
             codec = task.batch_codecs[stream]
             got = [codec.decode(v or b"") for v in self.kafka.values(topics.stream(stream))]
             assert [(b.batch_id, b.tuples) for b in got] == batches, f"outputs on {stream}"
-        schema = task._abort_schema
+        schema = task.registry.get("txstream.AbortRecord")
         aborts = [decode_record(schema, v or b"") for v in self.kafka.values(topics.aborts)]
         got_aborts = [(a["procedure"], a["stream"], a["batch_id"], a["reason"]) for a in aborts]
         assert got_aborts == ref.aborts, "abort records"
@@ -254,7 +251,7 @@ class Simulation:
         assert self._state(task) == expected, "committed state"
         self.store.lose()  # rebuild from the changelog alone
         rebuilt, _, _ = self._open(NO_CRASH)
-        rebuilt.committer.close()
+        rebuilt.pipeline.abandon()
         assert self._state(rebuilt) == expected, "state rebuilt from the changelog"
 
     @staticmethod

@@ -46,14 +46,15 @@ def replay_into_fresh(journals: list[list[JournalEntry]], strong: bool) -> Memor
     app = build_app(LENGTH, abort_every=ABORT_EVERY)
     base = MemoryBase()
     engine = PartitionEngine(app.dataflow(), base, 0, app.params)
-    engine.triggers = not strong
+    engine.executor.begin_replay(strong)
     done: set[tuple[str, str, int]] = set()
     for n, entries in enumerate(journals, start=1):
         replay_entries(engine, entries, Inputs(), done if strong else None)
         engine.set_position("chain.s0", n)  # as the log record's positions say
         base.apply(engine.take_group())
-    engine.triggers = True
-    engine.fire_pending(done)
+    engine.executor.end_replay()
+    if strong:
+        engine.executor.fire_pending(done)
     base.apply(engine.take_group())
     return base
 
@@ -100,7 +101,7 @@ def test_strong_replay_without_its_upstream_names_the_missing_batch() -> None:
     _, journals = run_live(Journal.ALL)
     app = build_app(LENGTH, abort_every=ABORT_EVERY)
     engine = PartitionEngine(app.dataflow(), MemoryBase(), 0, app.params)
-    engine.triggers = False
+    engine.executor.begin_replay(strong=True)
     try:
         replay_entries(engine, journals[0][1:], Inputs(), set())
     except RuntimeError as e:

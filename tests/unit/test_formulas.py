@@ -31,8 +31,8 @@ def engine() -> PartitionEngine:
 
 
 def ctx(e: PartitionEngine, ws: WriteSet) -> Context:
-    proc = e.df.decl.procedures["noop"]
-    return Context(proc, 1, ws, e.base, e.df.decl.tables, {}, {}, {}, lambda *a: None)
+    proc = e.dataflow.decl.procedures["noop"]
+    return Context(proc, 1, ws, e.base, e.dataflow.decl.tables, {}, {}, {}, lambda *a: None)
 
 
 def row(e: PartitionEngine) -> Record | None:
@@ -57,8 +57,8 @@ def test_formulas_of_two_tes_that_read_the_same_row_both_count() -> None:
     ctx(e, first).table("counters").add(1, {"n": 5})
     ctx(e, second).table("counters").add(1, {"n": 7})
     ctx(e, second).table("counters").append(1, {"log": ["second"]})
-    e.merge(first)
-    e.merge(second)
+    e.executor.merge(first)
+    e.executor.merge(second)
     assert row(e) == {"n": 22, "high": 3, "log": ["a", "second"]}
 
 
@@ -72,8 +72,8 @@ def test_a_put_pins_the_row() -> None:
     counters.add(1, {"n": 1})  # superseded by the put
     counters.put(1, {"n": 0, "high": 0, "log": []})
     counters.add(1, {"n": 2})
-    e.merge(other)
-    e.merge(mine)
+    e.executor.merge(other)
+    e.executor.merge(mine)
     assert row(e) == {"n": 2, "high": 0, "log": []}
 
 
@@ -82,10 +82,10 @@ def test_a_nested_write_set_carries_formulas_up_to_the_group() -> None:
     outer = WriteSet(e.group.ws)
     inner, other = WriteSet(outer), WriteSet(e.group.ws)
     ctx(e, inner).table("counters").add(1, {"n": 3})
-    e.merge(inner, outer)  # not the group: kept as formulas
+    e.executor.merge(inner, outer)  # not the group: kept as formulas
     ctx(e, other).table("counters").add(1, {"n": 4})
-    e.merge(other)
-    e.merge(outer)
+    e.executor.merge(other)
+    e.executor.merge(outer)
     assert row(e) == {"n": 17, "high": 3, "log": ["a"]}
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from txstream.config import Settings
-from txstream.observability import snapshot
+from txstream.observability import scrape_rates
 from txstream.observability.targets import live_targets, serve_metrics, targets_dir
 
 
@@ -36,36 +36,36 @@ def page(te_count: int, buckets: dict[str, int], aborts: int, batches: int, lag:
 
 def test_quantile_interpolates_inside_the_bucket_like_prometheus() -> None:
     buckets = [(0.001, 50.0), (0.01, 90.0), (0.1, 100.0), (math.inf, 100.0)]
-    assert snapshot.quantile(0.5, buckets) == pytest.approx(0.001)
-    assert snapshot.quantile(0.7, buckets) == pytest.approx(0.001 + 0.009 * 0.5)
-    assert snapshot.quantile(0.99, buckets) == pytest.approx(0.01 + 0.09 * 0.9)
+    assert scrape_rates.quantile(0.5, buckets) == pytest.approx(0.001)
+    assert scrape_rates.quantile(0.7, buckets) == pytest.approx(0.001 + 0.009 * 0.5)
+    assert scrape_rates.quantile(0.99, buckets) == pytest.approx(0.01 + 0.09 * 0.9)
 
 
 def test_quantile_in_the_open_bucket_is_the_highest_finite_bound() -> None:
-    assert snapshot.quantile(0.99, [(0.5, 10.0), (math.inf, 20.0)]) == 0.5
+    assert scrape_rates.quantile(0.99, [(0.5, 10.0), (math.inf, 20.0)]) == 0.5
 
 
 def test_quantile_of_nothing_is_nan() -> None:
-    assert math.isnan(snapshot.quantile(0.5, [(0.1, 0.0), (math.inf, 0.0)]))
+    assert math.isnan(scrape_rates.quantile(0.5, [(0.1, 0.0), (math.inf, 0.0)]))
 
 
 def test_rates_come_from_the_increase_between_two_scrapes() -> None:
-    before = snapshot.parse(page(100, {"0.001": 100, "0.01": 100, "+Inf": 100}, 1, 50, 7))
-    after = snapshot.parse(page(300, {"0.001": 200, "0.01": 300, "+Inf": 300}, 5, 250, 3))
-    (row,) = snapshot.procedures(before, after, dt=2.0)
+    before = scrape_rates.parse(page(100, {"0.001": 100, "0.01": 100, "+Inf": 100}, 1, 50, 7))
+    after = scrape_rates.parse(page(300, {"0.001": 200, "0.01": 300, "+Inf": 300}, 5, 250, 3))
+    (row,) = scrape_rates.procedures(before, after, dt=2.0)
     assert (row.app, row.procedure) == ("a", "p")
     assert row.per_s == 100.0
     assert row.p50_s == pytest.approx(0.001)  # 100 of the 200 new TEs were under 1 ms
     assert row.aborts_per_s == 2.0 and row.aborts_total == 5
     assert row.top_reason == "constraint_violation"
-    (app,) = snapshot.apps(before, after, dt=2.0)
+    (app,) = scrape_rates.apps(before, after, dt=2.0)
     assert (app.batches_per_s, app.batches_total, app.lag) == (100.0, 250.0, 3.0)
 
 
 def test_a_restarted_process_counts_from_zero_not_negative() -> None:
-    before = snapshot.parse(page(500, {"+Inf": 500}, 9, 900, 0))
-    after = snapshot.parse(page(40, {"+Inf": 40}, 1, 30, 0))
-    (row,) = snapshot.procedures(before, after, dt=1.0)
+    before = scrape_rates.parse(page(500, {"+Inf": 500}, 9, 900, 0))
+    after = scrape_rates.parse(page(40, {"+Inf": 40}, 1, 30, 0))
+    (row,) = scrape_rates.procedures(before, after, dt=1.0)
     assert row.per_s == 40.0 and row.aborts_per_s == 1.0
 
 

@@ -28,7 +28,9 @@ from types import ModuleType
 MODULES = (
     "txstream.commit.record_limit",
     "txstream.engine.context",
+    "txstream.engine.executor",
     "txstream.engine.group",
+    "txstream.engine.ledger",
     "txstream.engine.partition_engine",
     "txstream.engine.rows",
     "txstream.engine.windows",

@@ -13,7 +13,7 @@ from txstream.client import TxClient
 from txstream.config import Settings
 from txstream.model.app import load_app
 from txstream.observability.targets import serve_metrics
-from txstream.runtime.heap import freeze_startup_objects
+from txstream.runtime.gc_freeze import freeze_startup_objects
 from txstream_coordinator.console import ConsoleSources
 from txstream_coordinator.gateway import serve
 from txstream_coordinator.runtime import CoordinatorService

@@ -31,7 +31,7 @@ from fastavro.types import Schema
 
 from txstream.commit.markers import commit_end
 from txstream.engine.group import ORDER_HEADER, Group, encode_order
-from txstream.kafka.clients import delivery_failure, error_text, send, send_many
+from txstream.kafka.clients import DeliveryLatch, delivery_failure, error_text, send, send_many
 from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import Wire
 from txstream.recovery.command_log import CommandLogCodec
@@ -93,7 +93,7 @@ class GroupCommitter:
         self.log_codec = log_codec
         self.wire = wire
         self._last_log_offset = -1
-        self._errors: list[KafkaError] = []
+        self._failures = DeliveryLatch()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"commit-p{partition}")
 
     def send(self, group: Group, positions: Mapping[str, int]) -> Future[Sent]:
@@ -115,7 +115,7 @@ class GroupCommitter:
     def _transact(self, group: Group, positions: Mapping[str, int]) -> Sent:
         writes = self._encode_writes(group)
         self._last_log_offset = -1
-        self._errors = []
+        self._failures.reset()
         try:
             self.producer.begin_transaction()
             # 1. Produce outputs, the recovery log (with the input positions), replies,
@@ -123,8 +123,8 @@ class GroupCommitter:
             self._produce_all(group, writes, positions)
             # 2. Flush: every record acknowledged before the commit is asked for.
             self.producer.flush()
-            if self._errors:
-                cause = error_text(delivery_failure(self.producer, self._errors))
+            if self._failures.errors:
+                cause = error_text(delivery_failure(self.producer, self._failures.errors))
                 raise CommitError(f"records were not acknowledged: {cause}")
             # 3. Commit: effects and input positions become visible together, or not at all.
             self.producer.commit_transaction()
@@ -158,7 +158,7 @@ class GroupCommitter:
         written after it went out wait for one more. With the recovery log, notice, replies
         and aborts sent first, every partition is usually in the first request (1.05 a
         transaction against 1.41), answered while the outputs are still being produced
-        (docs/benchmarks.md, session 40)."""
+        (docs/benchmarks.md, commit path)."""
         self._produce_notice(group)
         self._produce_log(group, writes, positions)
         if group.replies:
@@ -254,7 +254,7 @@ class GroupCommitter:
 
     def _on_log_delivery(self, err: KafkaError | None, msg: Message) -> None:
         if err is not None:
-            self._errors.append(err)
+            self._failures(err, msg)
             return
         offset = msg.offset()
         if offset is not None and offset > self._last_log_offset:

@@ -22,6 +22,11 @@ from txstream.oltp.messages import EngineReply
 SYS_TABLE = "__sys__"
 OLTP_STREAM = "__oltp__"  # journal entries for coordinator requests and decisions
 
+# A system key: (kind, topic or stream or name, partition), e.g. ("pos", topic, 0).
+SysKey = tuple[str, str, int]
+# Where an input record was read: (topic, partition, offset).
+Source = tuple[str, int, int]
+
 
 @final
 class OutputBatch:
@@ -178,15 +183,15 @@ class Outcome(StrEnum):
     WAITING = "waiting"  # a spanning batch waits for the other participants' reads
 
 
-def position_key(topic: str, partition: int) -> tuple[str, str, int]:
+def position_key(topic: str, partition: int) -> SysKey:
     return ("pos", topic, partition)
 
 
-def last_batch_key(stream: str, partition: int) -> tuple[str, str, int]:
+def last_batch_key(stream: str, partition: int) -> SysKey:
     return ("batch", stream, partition)
 
 
-def digest_key(stream: str, partition: int) -> tuple[str, str, int]:
+def digest_key(stream: str, partition: int) -> SysKey:
     """The `batch_digest` of the batch at `last_batch_key`, when its record was known."""
     return ("digest", stream, partition)
 

@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-from txstream.engine.group import OutputBatch
+from txstream.engine.group import OutputBatch, SysKey
 from txstream.engine.spanning import Owner
 from txstream.model.declarations import Key, Procedure, Record
 from txstream.model.errors import TxnAbort, exception_detail
@@ -42,19 +42,19 @@ from txstream.model.errors import TxnAbort, exception_detail
 PROGRESS = "__progress__"
 # System values an ordered inbox keeps per sender, committed with its group: the lowest
 # batch id the sender may still send, and the last batch of its that ran here.
-Sys = Callable[[tuple[str, str, int]], int | None]
-SetSys = Callable[[tuple[str, str, int], int], None]
+Sys = Callable[[SysKey], int | None]
+SetSys = Callable[[SysKey, int], None]
 
 
-def seen_key(procedure: str, sender: int) -> tuple[str, str, int]:
+def seen_key(procedure: str, sender: int) -> SysKey:
     return ("hop_next", procedure, sender)
 
 
-def done_key(procedure: str, sender: int) -> tuple[str, str, int]:
+def done_key(procedure: str, sender: int) -> SysKey:
     return ("hop_done", procedure, sender)
 
 
-def marker_key(procedure: str) -> tuple[str, str, int]:
+def marker_key(procedure: str) -> SysKey:
     """The last progress this engine has sent to `procedure`'s inboxes."""
     return ("hop_marker", procedure, 0)
 

@@ -23,52 +23,29 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
 
 from txstream.engine import held_writes
-from txstream.engine.context import TxnContext
-from txstream.engine.group import AbortRecord, Group, Seal
-from txstream.engine.history import History, TooOld
+from txstream.engine.executor import TeExecutor
+from txstream.engine.fragments import Conflict, Failed, FragmentRunner
+from txstream.engine.group import AbortRecord
+from txstream.engine.history import TooOld
+from txstream.engine.ledger import BatchLedger
 from txstream.engine.promises import Promises, is_promise_id
 from txstream.engine.rows import shared
-from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read, scan
-from txstream.model.dataflow import Dataflow
-from txstream.model.declarations import Key, Procedure, Record
-from txstream.model.errors import StateUnavailable, TxnAbort, exception_detail
+from txstream.engine.writeset import TOMBSTONE, WriteSet, read, scan
+from txstream.model.declarations import Key
+from txstream.model.errors import TxnAbort
 from txstream.oltp.messages import (
     CLIENT_REQUEST_KINDS,
     Decision,
     EngineReply,
     EngineRequest,
-    Fragment,
     key_of,
 )
 from txstream.oltp.predicates import aggregate, aggregates_of, conditions_of, matches
 
-
-class EngineView(Protocol):
-    """What a participant uses of the partition engine that owns it."""
-
-    df: Dataflow
-    base: Base
-    partition: int
-    params: Mapping[str, Any]
-    timer: Callable[[str, float], None] | None
-    group: Group
-    flat_tables: frozenset[str]
-    seal: Seal | None
-
-    def sys_value(self, key: tuple[str, str, int]) -> int | None: ...
-
-    def set_sys(self, key: tuple[str, str, int], value: int) -> None: ...
-
-    @property
-    def history(self) -> History | None: ...
-
-    def merge(self, ws: WriteSet) -> None: ...
-
+__all__ = ["EPOCH_KEY", "PREPARED_TABLE", "Conflict", "Participant", "Prepared"]
 
 PREPARED_TABLE = "__prepared__"
 EPOCH_KEY = ("coordinator", "epoch", 0)
@@ -90,27 +67,18 @@ class Prepared:
     voted_at: float = 0.0
 
 
-class Conflict(Exception):
-    """The transaction touched a row a prepared transaction holds; retry after its decision."""
-
-
-@dataclass(frozen=True)
-class _Failed:
-    reason: str
-    detail: str
-    procedure: str = "<oltp>"  # the fragment that aborted, when one did
-
-
 class Participant:
-    def __init__(self, engine: EngineView) -> None:
-        self.engine = engine
+    def __init__(self, ledger: BatchLedger, executor: TeExecutor) -> None:
+        self.ledger = ledger
+        self.executor = executor
+        self.fragments = FragmentRunner(executor, ledger, self.guard)
         self.prepared: dict[str, Prepared] = {}
         self.locks: dict[str, dict[Key, str]] = {}  # table -> key -> holding txn
         # Aborts that arrived before their (deferred) prepare: that prepare must vote no.
         self._aborted: deque[str] = deque(maxlen=_REMEMBERED_ABORTS)
         # Serializable reads of a batch not run here yet, answered once it has run.
         self.parked: deque[EngineRequest] = deque()
-        self.promises = Promises(engine.base, lambda: engine.group)
+        self.promises = Promises(ledger.base, lambda: ledger.group)
 
     @property
     def blocked(self) -> bool:
@@ -120,7 +88,7 @@ class Participant:
         """After a restart: the transactions prepared or promised before the crash are
         still held."""
         self.promises.load()
-        for (txn_id,), row in self.engine.base.scan(PREPARED_TABLE, ()):
+        for (txn_id,), row in self.ledger.base.scan(PREPARED_TABLE, ()):
             ws, _ = held_writes.decode(row["writes"])
             self._hold(
                 Prepared(
@@ -136,7 +104,7 @@ class Participant:
     def request(self, req: EngineRequest) -> bool:
         """Handle one request; False if it conflicts with a prepared transaction, in which
         case nothing of it was applied and it must be retried after a decision."""
-        seen = self.engine.sys_value(EPOCH_KEY) or 0
+        seen = self.ledger.sys_value(EPOCH_KEY) or 0
         stale = req.epoch < seen
         if (req.kind in CLIENT_REQUEST_KINDS) != is_promise_id(req.txn_id):
             raise ValueError(
@@ -159,17 +127,17 @@ class Participant:
         except Conflict:
             return False
         if req.epoch > seen:
-            self.engine.set_sys(EPOCH_KEY, req.epoch)
-        self.engine.group.executions += 1
+            self.ledger.set_sys(EPOCH_KEY, req.epoch)
+        self.ledger.executed()
         return True
 
     def decide(self, d: Decision) -> None:
         if is_promise_id(d.txn_id):  # a promise's decision never touches a 2PC one's
-            detail = self.promises.decide(d, self.engine.merge, self._locked)
+            detail = self.promises.decide(d, self.executor.merge, self._locked)
             self._reply(d.txn_id, "ack", True, detail=detail)
             return
         held = self.prepared.get(d.txn_id)
-        group = self.engine.group
+        group = self.ledger.group
         if held is None:
             if not d.commit:
                 self._aborted.append(d.txn_id)
@@ -180,7 +148,7 @@ class Participant:
             group.aborts.append(AbortRecord("<decision>", "decisions", -1, "wrong_epoch", detail))
             return
         if d.commit:
-            self.engine.merge(held.ws)
+            self.executor.merge(held.ws)
         group.ws.put(PREPARED_TABLE, (held.txn_id,), TOMBSTONE)
         self._release(held)
         self._reply(held.txn_id, "ack", True, detail="committed" if d.commit else "aborted")
@@ -217,7 +185,7 @@ class Participant:
             if not locks:
                 del self.locks[table]
         if self.promises.landing:  # committed promises waiting for these rows land now
-            self.promises.land(self.engine.merge, self._locked)
+            self.promises.land(self.executor.merge, self._locked)
 
     def _locked(self, ws: WriteSet) -> bool:
         """Whether a prepared transaction locks a row `ws` writes."""
@@ -227,36 +195,36 @@ class Participant:
                 return True
         return False
 
-    def _attempt(self, req: EngineRequest, stale: bool) -> tuple[WriteSet, str] | _Failed:
+    def _attempt(self, req: EngineRequest, stale: bool) -> tuple[WriteSet, str] | Failed:
         if stale:
-            return _Failed("fenced", "stale coordinator epoch")
+            return Failed("fenced", "stale coordinator epoch")
         if req.kind == "prepare" and req.txn_id in self._aborted:
-            return _Failed("aborted", "the coordinator aborted it before it was prepared")
-        return self._execute(req.fragments)
+            return Failed("aborted", "the coordinator aborted it before it was prepared")
+        return self.fragments.execute(req.fragments)
 
     def _run(self, req: EngineRequest, stale: bool, reply: str = "result") -> None:
         """A single-partition transaction, committed with the group; also a BASE one
         (`reply` "base"), which no SERIALIZE follows, so it may not change a field under
         an aggregation constraint (`TableView._bounded`)."""
         outcome = self._attempt(req, stale)
-        if isinstance(outcome, _Failed):
-            self.engine.group.oltp_aborts[(outcome.procedure, outcome.reason)] += 1
+        if isinstance(outcome, Failed):
+            self.ledger.oltp_aborted(outcome.procedure, outcome.reason)
             self._reply(req.txn_id, reply, False, outcome.reason, outcome.detail, req=req)
             return
         ws, results = outcome
-        self.engine.merge(ws)
+        self.executor.merge(ws)
         self._reply(req.txn_id, reply, True, results=results, req=req)
 
     def _prepare(self, req: EngineRequest, stale: bool) -> None:
         outcome = self._attempt(req, stale)
-        if isinstance(outcome, _Failed):
-            self.engine.group.oltp_aborts[(outcome.procedure, outcome.reason)] += 1
+        if isinstance(outcome, Failed):
+            self.ledger.oltp_aborted(outcome.procedure, outcome.reason)
             self._reply(req.txn_id, "vote", False, outcome.reason, outcome.detail, req=req)
             return
         ws, results = outcome
-        ws.parent = None  # held on its own: the group it read through is committed meanwhile
+        ws.detach()  # held on its own: the group it read through is committed meanwhile
         held = Prepared(req.txn_id, req.epoch, ws, req.request_id, req.reply_to, results)
-        self.engine.group.ws.put(
+        self.ledger.group.ws.put(
             PREPARED_TABLE,
             (req.txn_id,),
             {
@@ -274,24 +242,23 @@ class Participant:
         """Run a promised transaction and hold it for SERIALIZE (`engine.promises`); a
         failure here is its final status. Promises come from clients, not the
         coordinator, so they carry no coordinator epoch to fence."""
-        outcome = self._execute(req.fragments, basic=True)
-        if not isinstance(outcome, _Failed):
+        outcome = self.fragments.execute(req.fragments, basic=True)
+        if not isinstance(outcome, Failed):
             ws, results = outcome
             try:
-                deltas = self.promises.hold(req.txn_id, ws, self.engine.df.decl.tables)
+                deltas = self.promises.hold(req.txn_id, ws, self.executor.dataflow.decl.tables)
             except TxnAbort as e:
-                outcome = _Failed(e.reason, str(e))
-        if isinstance(outcome, _Failed):
-            self.engine.group.oltp_aborts[(outcome.procedure, outcome.reason)] += 1
+                outcome = Failed(e.reason, str(e))
+        if isinstance(outcome, Failed):
+            self.ledger.oltp_aborted(outcome.procedure, outcome.reason)
             self._reply(req.txn_id, "promise", False, outcome.reason, outcome.detail, req=req)
             return
-        self.engine.group.urgent = True  # SERIALIZE waits for it
+        # SERIALIZE waits for it
         self._reply(req.txn_id, "promise", True, results=results, rows=json.dumps(deltas),
-                    req=req)  # fmt: skip
+                    req=req, urgent=True)  # fmt: skip
 
     def _vote(self, held: Prepared) -> None:
         held.voted_at = time.monotonic()
-        self.engine.group.urgent = True
         self._reply(
             held.txn_id,
             "vote",
@@ -300,11 +267,12 @@ class Participant:
             request_id=held.request_id,
             reply_to=held.reply_to,
             epoch=held.epoch,
+            urgent=True,
         )
 
     def _read(self, req: EngineRequest) -> None:
         q = req.query
-        decl = self.engine.df.decl
+        decl = self.executor.dataflow.decl
         if q is None or q.table not in decl.tables:
             name = None if q is None else q.table
             self._reply(
@@ -325,7 +293,7 @@ class Participant:
                 self._reply(req.txn_id, "rows", False, "bad_query", str(e), req=req)
                 return
             self.guard(q.table, key)
-        history = self.engine.history
+        history = self.executor.history
         if history is not None and q.at is not None and q.at > history.point:
             self._park(req)  # answered once this engine has run batch `at`
             return
@@ -359,8 +327,8 @@ class Participant:
         group, so it reports nothing a crash could undo)."""
         q = req.query
         assert q is not None
-        ws, base = self.engine.group.ws, self.engine.base
-        history = self.engine.history if q.isolation != "read_committed" else None
+        ws, base = self.ledger.group.ws, self.ledger.base
+        history = self.executor.history if q.isolation != "read_committed" else None
         try:
             key = None if q.key is None else key_of(q.key)
             if key is not None:
@@ -395,65 +363,6 @@ class Participant:
             return
         self._reply(req.txn_id, "rows", True, rows=body, req=req, at=at)
 
-    def _execute(
-        self, fragments: Sequence[Fragment], basic: bool = False
-    ) -> tuple[WriteSet, str] | _Failed:
-        """Run the fragments in order in one write set; any abort aborts them all.
-        `basic`: a promised transaction (`TxnContext.basic`)."""
-        engine = self.engine
-        decl = engine.df.decl
-        ws = WriteSet(engine.group.ws)
-        results: list[Any] = []
-        for f in fragments:
-            tx = decl.transactions.get(f.procedure)
-            if tx is None:
-                return _Failed(
-                    "unknown_procedure",
-                    f"no transaction {f.procedure!r}; registered: {sorted(decl.transactions)}",
-                )
-            try:
-                args = f.args()
-            except ValueError as e:
-                detail = f"fragment {f.procedure}: params are not JSON: {e}"
-                return _Failed("bad_request", detail, f.procedure)
-            problem = tx.problem(args)
-            if problem is not None:
-                return _Failed("bad_request", f"fragment {f.procedure}: {problem}", f.procedure)
-            ctx = TxnContext(
-                Procedure(f.procedure, _no_batch, "<oltp>"),
-                -1,
-                ws,
-                engine.base,
-                decl.tables,
-                {},
-                engine.params,
-                decl.insert_triggers,
-                _no_slide,
-                self.guard,
-                engine.flat_tables,
-            )
-            ctx.basic = basic
-            started = time.perf_counter()
-            try:
-                results.append(tx.fn(ctx, args))
-            except TxnAbort as e:
-                return _Failed(e.reason, str(e), f.procedure)
-            except (StateUnavailable, Conflict):
-                raise
-            except Exception as e:
-                return _Failed("exception", exception_detail(e), f.procedure)
-            if engine.timer is not None:
-                engine.timer(f.procedure, time.perf_counter() - started)
-        if engine.seal is not None:
-            try:
-                engine.seal(ws, [])
-            except TxnAbort as e:
-                return _Failed(e.reason, str(e))
-        try:
-            return ws, json.dumps(results)
-        except (TypeError, ValueError) as e:
-            return _Failed("result_not_json", f"a fragment returned a value JSON cannot hold: {e}")
-
     def _reply(
         self,
         txn_id: str,
@@ -469,13 +378,16 @@ class Participant:
         reply_to: str = "",
         epoch: int = 0,
         at: int | None = None,
+        urgent: bool = False,
     ) -> None:
+        """Reply with the group; `urgent`: the coordinator waits on it (a vote, a promise),
+        so the group commits at the end of the run."""
         if req is not None:
             request_id, reply_to, epoch = req.request_id, req.reply_to, req.epoch
-        self.engine.group.replies.append(
+        self.ledger.reply(
             EngineReply(
                 txn_id,
-                self.engine.partition,
+                self.ledger.partition,
                 kind,
                 ok,
                 reason,
@@ -486,13 +398,6 @@ class Participant:
                 reply_to,
                 epoch,
                 at,
-            )
+            ),
+            urgent,
         )
-
-
-def _no_batch(ctx: TxnContext, batch: Sequence[Record]) -> None:
-    raise TypeError("an OLTP transaction is called with parameters, not a batch")
-
-
-def _no_slide(ctx: TxnContext, window: str, slides: int) -> None:
-    raise TypeError("an OLTP transaction owns no window")

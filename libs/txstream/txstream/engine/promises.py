@@ -157,7 +157,7 @@ class Promises:
                                    f"written by promise {other}, which has not landed yet, "
                                    "and one of them creates or deletes it: retry once it "
                                    "has its status")  # fmt: skip
-        ws.parent = None  # held on its own: the group it read through commits meanwhile
+        ws.detach()  # held on its own: the group it read through commits meanwhile
         self.held[txn_id] = ws
         group.put(PROMISED_TABLE, (txn_id,), _row(ws, None, deltas=out))
         return out

@@ -31,12 +31,19 @@ from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Protocol
 
 from txstream.engine.epochs import EpochReads
-from txstream.engine.group import AbortRecord, Group, SpanPart, last_batch_key, position_key
-from txstream.engine.spanning import Owner, Reads, Rows, SpanBase, SpanPlan, local_reads
-from txstream.engine.writeset import Base, read
+from txstream.engine.executor import TeExecutor
+from txstream.engine.group import (
+    AbortRecord,
+    Source,
+    SpanPart,
+    last_batch_key,
+    position_key,
+)
+from txstream.engine.ledger import BatchLedger
+from txstream.engine.spanning import Owner, Reads, Rows, Span, SpanBase, SpanPlan, local_reads
+from txstream.engine.writeset import read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Procedure, Record
 from txstream.model.errors import exception_detail
@@ -51,23 +58,12 @@ class _State(Enum):
     DONE = "done"  # run (or nothing to run here); waits for the batches before it
 
 
-@dataclass(frozen=True)
-class Span:
-    """How a spanning TE runs here: through whose base, and whether it speaks for all."""
-
-    plan: SpanPlan
-    base: SpanBase
-    me: int
-    leader: bool
-    epoch: bool = False  # it reads as of its epoch's start, not through the group's writes
-
-
 @dataclass
 class _Entry:
     proc: Procedure
     batch_id: int
     tuples: Sequence[Record]
-    source: tuple[str, int, int] | None
+    source: Source | None
     record: bytes | None
     plan: SpanPlan | None  # None: its `touches` failed
     local: frozenset[tuple[str, Key]] = frozenset()
@@ -80,43 +76,19 @@ class _Entry:
     epoch: int | None = None  # below PL3: the epoch it reads as of the start of
 
 
-class SpanHost(Protocol):
-    """What the runner uses of the partition engine that owns it."""
-
-    df: Dataflow
-    base: Base
-    partition: int
-    group: Group
-    owner: Owner
-
-    @property
-    def local_uncommitted(self) -> bool:
-        """Per-partition work is in the group, or in the commit in flight."""
-
-    def position(self, topic: str) -> int: ...
-
-    def sys_value(self, key: tuple[str, str, int]) -> int | None: ...
-
-    def set_sys(self, key: tuple[str, str, int], value: int) -> None: ...
-
-    def completed(self, stream: str, batch_id: int, record: bytes | None) -> None: ...
-
-    def passed(self, source: tuple[str, int, int] | None) -> None: ...
-
-    def run_span(
-        self, proc: Procedure, batch_id: int, tuples: Sequence[Record], span: Span
-    ) -> None:
-        """Run the TE into the group: its writes here, and (leader) outputs and aborts."""
-
-
 class SpanRunner:
     """Each key here has a lock queue of the batches declaring it, in batch order; a batch
     starts once it heads every one of its keys' queues (Calvin's deterministic locks), and
     leaves them when it runs. Work per batch is a few dict operations, however long the
     queue."""
 
-    def __init__(self, host: SpanHost) -> None:
-        self.host = host
+    def __init__(
+        self, dataflow: Dataflow, ledger: BatchLedger, executor: TeExecutor, owner: Owner
+    ) -> None:
+        self.dataflow = dataflow
+        self.ledger = ledger
+        self.executor = executor
+        self.owner = owner
         self.queue: deque[_Entry] = deque()
         self._by_id: dict[tuple[str, int], _Entry] = {}
         self._tail: dict[str, int] = {}  # stream -> its last batch id queued
@@ -133,8 +105,8 @@ class SpanRunner:
         # input is taken again (after a restart)
         self._behind: dict[str, int] = {}
         self.epochs = EpochReads()
-        procedures = host.df.decl.procedures.values()
-        self._epochs = any(host.df.isolation(p.name)[0].epochs for p in procedures)
+        procedures = dataflow.decl.procedures.values()
+        self._epochs = any(dataflow.isolation(p.name)[0].epochs for p in procedures)
         self.loaded = False
 
     def load(self) -> None:
@@ -142,7 +114,7 @@ class SpanRunner:
         with its changelog: a batch re-run after a restart must send the values it sent
         before the crash, and a store behind its changelog may not hold them yet."""
         if self._epochs:
-            self.epochs.load(self.host.group.ws, self.host.base)
+            self.epochs.load(self.ledger.group.ws, self.ledger.base)
         self.loaded = True
 
     def holds(self, spanning: bool) -> bool:
@@ -150,13 +122,13 @@ class SpanRunner:
         per-partition work is not committed, anything else while the queue is not empty or
         the spanning input is still behind its end at the restart."""
         if spanning:
-            return len(self.queue) >= MAX_QUEUED or self.host.local_uncommitted
+            return len(self.queue) >= MAX_QUEUED or self.ledger.local_uncommitted
         return bool(self.queue or self._behind)
 
     def catch_up(self, topic: str, end: int) -> None:
         """At the start: per-partition input waits until spanning `topic` is read to `end`,
         its committed end now (any batch whose reads went out before a crash is below it)."""
-        if end > self.host.position(topic):
+        if end > self.ledger.position(topic):
             self._behind[topic] = end
 
     @property
@@ -175,7 +147,7 @@ class SpanRunner:
         stream: str,
         batch_id: int,
         tuples: Sequence[Record],
-        source: tuple[str, int, int] | None,
+        source: Source | None,
         record: bytes | None,
     ) -> None:
         """Queue the next batch of a spanning stream, and move the queue on."""
@@ -184,25 +156,25 @@ class SpanRunner:
                 "a spanning batch before SpanRunner.load(): below PL3 it would read the "
                 "store as it stands instead of the epoch values kept (load after restore)"
             )
-        host = self.host
-        (proc,) = host.df.consumers[stream]
-        touches = host.df.touches(proc.name)
+        ledger = self.ledger
+        (proc,) = self.dataflow.consumers[stream]
+        touches = self.dataflow.touches(proc.name)
         assert touches is not None
         entry = _Entry(proc, batch_id, tuples, source, record, None)
-        level, size = host.df.isolation(proc.name)
+        level, size = self.dataflow.isolation(proc.name)
         if level.epochs:
             entry.epoch = batch_id // size
         try:
-            entry.plan = SpanPlan.of(touches, tuples, host.owner)
+            entry.plan = SpanPlan.of(touches, tuples, self.owner)
         except Exception as e:  # every engine fails alike; engine 0 speaks for them
-            if host.partition == 0:
+            if ledger.partition == 0:
                 detail = exception_detail(e)
                 entry.aborts.append(AbortRecord(proc.name, stream, batch_id, "bad_touches", detail))
             entry.state = _State.DONE
         else:
-            if host.partition not in entry.plan.participants:
+            if ledger.partition not in entry.plan.participants:
                 entry.state = _State.DONE
-            entry.local = frozenset(entry.plan.local(host.partition))
+            entry.local = frozenset(entry.plan.local(ledger.partition))
         self.queue.append(entry)
         self._by_id[(stream, batch_id)] = entry
         self._tail[stream] = batch_id
@@ -222,11 +194,11 @@ class SpanRunner:
         False otherwise, for the caller to dead-letter."""
         entry = self._by_id.get((stream, batch_id))
         if entry is not None and record is not None and entry.record == record:
-            self.host.group.stale[(stream, "resend")] += 1
+            self.ledger.resent(stream)
             return True
         return False
 
-    def receive(self, reads: Reads, source: tuple[str, int, int]) -> None:
+    def receive(self, reads: Reads, source: Source) -> None:
         """Another participant's reads (or a part of them); a repeat, and reads for a batch
         taken in already, are dropped."""
         topic, part, offset = source
@@ -235,7 +207,7 @@ class SpanRunner:
         key = (reads.stream, reads.batch_id)
         entry = self._by_id.get(key)
         if entry is None:
-            last = self.host.sys_value(last_batch_key(reads.stream, self.host.partition))
+            last = self.ledger.sys_value(last_batch_key(reads.stream, self.ledger.partition))
             if last is not None and reads.batch_id <= last:
                 return  # a batch done here: a re-send after the sender's restart
         elif entry.state is not _State.QUEUED and reads.sender not in entry.missing:
@@ -255,7 +227,7 @@ class SpanRunner:
                 for _, o in parts.values()]  # fmt: skip
         held += [o for e in self.queue for o in e.offsets]
         topic, part = self._exchange
-        self.host.set_sys(position_key(topic, part), min(held, default=self._exchange_next))
+        self.ledger.set_sys(position_key(topic, part), min(held, default=self._exchange_next))
 
     def oldest_wait(self) -> tuple[int, list[int], float] | None:
         """The batch at the head, if it is waiting for reads: (batch id, the engines it
@@ -289,14 +261,14 @@ class SpanRunner:
         return True
 
     def _start(self, e: _Entry) -> None:
-        host, me = self.host, self.host.partition
+        ledger, me = self.ledger, self.ledger.partition
         assert e.plan is not None
         if e.epoch is None:
-            e.rows = local_reads(e.plan, me, host.group.ws, host.base)
+            e.rows = local_reads(e.plan, me, ledger.group.ws, ledger.base)
         else:
-            ws, stream = host.group.ws, e.proc.input
+            ws, stream = ledger.group.ws, e.proc.input
             e.rows = {
-                (t, k): self.epochs.read(stream, e.epoch, t, k, ws, host.base)
+                (t, k): self.epochs.read(stream, e.epoch, t, k, ws, ledger.base)
                 for t, k in e.plan.local(me)
             }
         e.missing = set(e.plan.participants - {me})
@@ -324,21 +296,21 @@ class SpanRunner:
     def _run(self, e: _Entry) -> None:
         """Run the batch, then release its keys: each next batch waiting on them starts
         once it is free (`_free`)."""
-        host, me, stream = self.host, self.host.partition, e.proc.input
+        ledger, me, stream = self.ledger, self.ledger.partition, e.proc.input
         assert e.plan is not None
         epoch = e.epoch is not None
-        base = SpanBase(e.plan, me, host.base, e.rows, epoch)
+        base = SpanBase(e.plan, me, ledger.base, e.rows, epoch)
         span = Span(e.plan, base, me, e.plan.leader == me, epoch)
         if e.epoch is None:
-            host.run_span(e.proc, e.batch_id, e.tuples, span)
+            self.executor.run_span(e.proc, e.batch_id, e.tuples, span)
         else:
-            ws = host.group.ws
+            ws = ledger.group.ws
             self.epochs.close_before(stream, e.epoch, ws)
-            before = {(t, k): read(ws, host.base, t, k) for t, k in e.local}
-            host.run_span(e.proc, e.batch_id, e.tuples, span)
-            self.epochs.keep(stream, e.epoch, before, ws, host.base)
+            before = {(t, k): read(ws, ledger.base, t, k) for t, k in e.local}
+            self.executor.run_span(e.proc, e.batch_id, e.tuples, span)
+            self.epochs.keep(stream, e.epoch, before, ws, ledger.base)
         e.state = _State.DONE
-        host.group.spans.append(SpanPart(stream, e.batch_id, tuple(sorted(e.plan.participants))))
+        ledger.group.spans.append(SpanPart(stream, e.batch_id, tuple(sorted(e.plan.participants))))
         self._inbox.pop((stream, e.batch_id), None)
         for key in e.local:
             waiting = self._locks[key]
@@ -355,10 +327,10 @@ class SpanRunner:
 
     def _finish(self, e: _Entry) -> None:
         """The batch and every one before it are done: it completes, in batch order."""
-        host, group, stream = self.host, self.host.group, e.proc.input
+        ledger, group, stream = self.ledger, self.ledger.group, e.proc.input
         del self._by_id[(stream, e.batch_id)]
         if self._tail.get(stream) == e.batch_id:
             del self._tail[stream]
         group.aborts += e.aborts
-        host.completed(stream, e.batch_id, e.record)
-        host.passed(e.source)
+        ledger.batch_done(stream, e.batch_id, e.record)
+        ledger.advance(e.source)

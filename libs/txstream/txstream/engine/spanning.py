@@ -121,3 +121,14 @@ def keep_local(ws: WriteSet, plan: SpanPlan, me: int) -> None:
                 del rows[key]
                 if ws.formulas:
                     ws.formulas.pop((table, key), None)
+
+
+@dataclass(frozen=True)
+class Span:
+    """How a spanning TE runs here: through whose base, and whether it speaks for all."""
+
+    plan: SpanPlan
+    base: SpanBase
+    me: int
+    leader: bool
+    epoch: bool = False  # it reads as of its epoch's start, not through the group's writes

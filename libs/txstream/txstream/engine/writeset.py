@@ -99,6 +99,11 @@ class WriteSet:
                     merged[k] = v
         return merged
 
+    def detach(self) -> None:
+        """Stand alone: reads no longer fall through to the parent's writes (the parent
+        is committed, or this set is held past it)."""
+        self.parent = None
+
     def merge_into(self, parent: WriteSet) -> None:
         for table, rows in self.tables.items():
             target = parent.tables.get(table)

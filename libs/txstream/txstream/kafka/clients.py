@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from txstream.config import Settings
 
@@ -137,3 +137,24 @@ def send_many(
             del m["_error"]
         pending = tail
         producer.poll(0.05)
+
+
+class DeliveryLatch:
+    """The delivery errors of one producer's records since the last `reset`, kept from
+    the callback (librdkafka's thread) until the owner checks: a failed send is never lost
+    between its callback and the check. Pass the latch itself as `on_delivery`."""
+
+    def __init__(self) -> None:
+        self.errors: list[KafkaError] = []
+
+    def __call__(self, err: KafkaError | None, _: Message | None) -> None:
+        if err is not None:
+            self.errors.append(err)
+
+    def reset(self) -> None:
+        self.errors = []
+
+    def check(self, what: str) -> None:
+        """Raise, naming `what` was sent, if any record failed."""
+        if self.errors:
+            raise RuntimeError(f"{what} not delivered: {self.errors[0]}")

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Protocol
 
 from txstream.config import Settings
-from txstream.engine.group import OLTP_STREAM, Journal, JournalEntry, batch_digest
+from txstream.engine.group import OLTP_STREAM, JournalEntry, batch_digest
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.read import read_to_committed_end
@@ -63,7 +63,7 @@ def replay(
             f"truncated to start at {first}: the snapshot it was truncated for is missing"
         )
     strong = log_codec.mode is RecoveryMode.STRONG
-    journal, engine.journal, engine.triggers = engine.journal, Journal.NONE, not strong
+    engine.executor.begin_replay(strong)
     done: Done = set()
     count, next_offset = 0, start
     try:
@@ -80,9 +80,9 @@ def replay(
                     progress(count)
         state.apply(codec.encode_writes(engine.take_group().ws), next_offset)
     finally:
-        engine.journal, engine.triggers = journal, True
+        engine.executor.end_replay()
     if strong:
-        engine.fire_pending(done)
+        engine.executor.fire_pending(done)
     return count
 
 
@@ -106,7 +106,7 @@ def replay_entries(
         else:
             _replay_weak(engine, sources, entry)
     if done is not None:
-        _forget_consumed(engine, done)
+        engine.executor.forget_consumed(done)
 
 
 def _replay_strong(
@@ -119,7 +119,7 @@ def _replay_strong(
         tuples = sources.get(entry.topic, entry.offset).tuples
         digest = batch_digest(sources.raw(entry.topic, entry.offset))
     else:
-        found = engine.pending.get((entry.stream, entry.batch_id))
+        found = engine.executor.pending_batch(entry.stream, entry.batch_id)
         if found is None and not entry.aborted:
             raise RecoveryError(
                 f"log entry {entry.procedure} on {entry.stream} batch {entry.batch_id}: "
@@ -137,12 +137,3 @@ def _replay_weak(engine: PartitionEngine, sources: Sources, entry: JournalEntry)
     batch = sources.get(entry.topic, entry.offset)
     record = sources.raw(entry.topic, entry.offset)
     engine.process(entry.stream, entry.batch_id, batch.tuples, record=record)
-
-
-def _forget_consumed(engine: PartitionEngine, done: Done) -> None:
-    """Drop pending batches every consumer has replayed, so memory stays bounded."""
-    for stream, batch_id in list(engine.pending):
-        names = [(p.name, stream, batch_id) for p in engine.df.consumers.get(stream, ())]
-        if all(n in done for n in names):
-            del engine.pending[(stream, batch_id)]
-            done.difference_update(names)

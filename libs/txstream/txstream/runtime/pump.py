@@ -20,16 +20,15 @@ import math
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
+from txstream.commit.pipeline import CommitSummary
 from txstream.kafka.clients import read_committed_consumer_config
 from txstream.runtime.task import PartitionTask
 
 log = logging.getLogger(__name__)
 
-CommitInfo = dict[str, Any]
 FETCH_MAX_WAIT_MS = 10
 
 
@@ -62,7 +61,7 @@ class TaskPump:
         if self._paused:
             self.consumer.pause(self._paused)
 
-    def step(self, max_records: int = 500, timeout_s: float = 0.05) -> list[CommitInfo]:
+    def step(self, max_records: int = 500, timeout_s: float = 0.05) -> list[CommitSummary]:
         """Process what is available, starting a commit whenever a group is due (after any
         record, so the commit policy holds however many records one poll returns).
         Returns the commits that finished meanwhile."""
@@ -109,9 +108,9 @@ class TaskPump:
 
     def run_until(
         self,
-        done: Callable[[CommitInfo], bool],
+        done: Callable[[CommitSummary], bool],
         timeout_s: float,
-        on_commit: Callable[[CommitInfo], None] | None = None,
+        on_commit: Callable[[CommitSummary], None] | None = None,
     ) -> None:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

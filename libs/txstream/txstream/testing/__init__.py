@@ -124,8 +124,8 @@ class AppTester:
 
     def feed(self, stream: str, tuples: Sequence[Record], batch_id: int | None = None) -> Outcome:
         """Process one batch of `stream` (ids count up from 1 unless given) and commit it."""
-        if stream not in self.engine.df.decl.streams:
-            known = sorted(self.engine.df.decl.streams)
+        if stream not in self.engine.dataflow.decl.streams:
+            known = sorted(self.engine.dataflow.decl.streams)
             raise DataflowError(f"app {self.app.name!r} has no stream {stream!r}; it has {known}")
         if batch_id is None:
             batch_id = self._next_ids.get(stream, 1)
@@ -174,18 +174,18 @@ class AppTester:
 
     def table(self, name: str) -> dict[Key, Record]:
         """The committed rows of table `name`, by key tuple."""
-        if name not in self.engine.df.decl.tables:
-            known = sorted(self.engine.df.decl.tables)
+        if name not in self.engine.dataflow.decl.tables:
+            known = sorted(self.engine.dataflow.decl.tables)
             raise DataflowError(f"app {self.app.name!r} has no table {name!r}; it has {known}")
         return copy.deepcopy(self.state.tables.get(name, {}))
 
     def tables(self) -> dict[str, dict[Key, Record]]:
-        return {name: self.table(name) for name in self.engine.df.decl.tables}
+        return {name: self.table(name) for name in self.engine.dataflow.decl.tables}
 
     def window(self, name: str) -> dict[str, list[Record]]:
         """The committed window `name`: its visible and staged tuples."""
-        if name not in self.engine.df.decl.windows:
-            known = sorted(self.engine.df.decl.windows)
+        if name not in self.engine.dataflow.decl.windows:
+            known = sorted(self.engine.dataflow.decl.windows)
             raise DataflowError(f"app {self.app.name!r} has no window {name!r}; it has {known}")
         state = self.state.windows.get(name, WindowState())
         return {"visible": copy.deepcopy(list(state.visible)),
@@ -194,8 +194,8 @@ class AppTester:
     def abort_next(self, procedure: str, reason: str = "injected") -> None:
         """Make the next TE of `procedure` abort with `reason`, as if it had called
         `ctx.abort(reason)` before doing anything."""
-        if procedure not in self.engine.df.decl.procedures:
-            known = sorted(self.engine.df.decl.procedures)
+        if procedure not in self.engine.dataflow.decl.procedures:
+            known = sorted(self.engine.dataflow.decl.procedures)
             raise DataflowError(
                 f"app {self.app.name!r} has no procedure {procedure!r}; it has {known}"
             )

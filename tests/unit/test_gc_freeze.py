@@ -7,7 +7,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from txstream.runtime.heap import freeze_startup_objects
+from txstream.runtime.gc_freeze import freeze_startup_objects
 
 
 @pytest.fixture

@@ -1,0 +1,190 @@
+"""A partition engine's batch ledger: the group in progress and what it records of inputs.
+
+The ledger owns the `Group` being filled until the commit path takes it, and the system
+keys kept in it beside the user's state: each input's next offset, each stream's last batch
+id and that batch's digest, so a redelivery is skipped and a stale batch dead-lettered.
+It also keeps the order border batches and OLTP records ran in, for `txstream verify`.
+Everything the engine's parts record about a group goes through it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import final
+
+from txstream.engine.group import (
+    OLTP_STREAM,
+    SYS_TABLE,
+    AbortRecord,
+    BatchRun,
+    Group,
+    Journal,
+    JournalEntry,
+    Outcome,
+    Source,
+    SysKey,
+    batch_digest,
+    digest_key,
+    last_batch_key,
+    position_key,
+)
+from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read
+from txstream.oltp.messages import EngineReply
+
+
+@final
+class BatchLedger:
+    def __init__(self, base: Base, partition: int) -> None:
+        self.base = base
+        self.partition = partition
+        self.group = Group()
+        self._local_in_flight = False  # the group taken in flight holds per-partition work
+        # stream -> told each batch id completed on it (serializable reads wait on them)
+        self._watchers: dict[str, Callable[[int], None]] = {}
+
+    # --- system keys ---------------------------------------------------------------------
+
+    def sys_value(self, key: SysKey) -> int | None:
+        row = read(self.group.ws, self.base, SYS_TABLE, key)
+        return None if row is None else int(row["value"])
+
+    def set_sys(self, key: SysKey, value: int) -> None:
+        self.group.ws.put(SYS_TABLE, key, {"value": value})
+
+    def position(self, topic: str) -> int:
+        """The next offset to read on `topic` for this partition, as of the group."""
+        return self.sys_value(position_key(topic, self.partition)) or 0
+
+    def set_position(self, topic: str, next_offset: int) -> None:
+        self.set_sys(position_key(topic, self.partition), next_offset)
+
+    def advance(self, source: Source | None) -> None:
+        """The input record at `source` is behind us: the next offset is the position,
+        committed with the effects."""
+        if source is not None:
+            topic, part, offset = source
+            self.set_sys(position_key(topic, part), offset + 1)
+
+    # --- batches -------------------------------------------------------------------------
+
+    def watch(self, stream: str, on_completed: Callable[[int], None]) -> None:
+        """Tell `on_completed(batch_id)` of each batch completed on `stream`."""
+        self._watchers[stream] = on_completed
+
+    def batch_done(self, stream: str, batch_id: int, record: bytes | None) -> None:
+        """Batch `batch_id` of `stream` is done here: the last one, its record's digest
+        kept, counted in the group, and its watcher told."""
+        group = self.group
+        self.set_sys(last_batch_key(stream, self.partition), batch_id)
+        group.records[stream] = record
+        group.batches += 1
+        group.first_batch_ids.setdefault(stream, batch_id)
+        group.last_batch_ids[stream] = batch_id
+        order = group.order
+        if order and order[-1].stream == stream:
+            order[-1].last = batch_id
+        else:
+            order.append(BatchRun(stream, batch_id, batch_id))
+        watcher = self._watchers.get(stream)
+        if watcher is not None:
+            watcher(batch_id)
+
+    def stale(self, stream: str, batch_id: int, last: int, record: bytes | None) -> Outcome:
+        """A batch id not above `last`: a re-send of the last batch, or a dead letter."""
+        group = self.group
+        digest = None if record is None else batch_digest(record)
+        if stream in group.records:
+            held = group.records[stream]
+            known = None if held is None else batch_digest(held)
+        else:
+            known = self.sys_value(digest_key(stream, self.partition))
+        if batch_id == last and digest is not None and digest == known:
+            group.stale[(stream, "resend")] += 1
+            return Outcome.DUPLICATE
+        if batch_id < last:
+            why = "batch ids must increase"
+        elif digest is not None and known is not None:
+            why = "its content differs from that batch's"
+        else:
+            why = "it cannot be checked against that batch's content"
+        group.aborts.append(
+            AbortRecord(
+                "<input>",
+                stream,
+                batch_id,
+                "stale_batch_id",
+                f"batch id {batch_id} on stream {stream!r} partition {self.partition} is not "
+                f"above the last batch id {last} processed there, and {why}: not processed",
+            )
+        )
+        group.stale[(stream, "dead_letter")] += 1
+        return Outcome.STALE
+
+    def resent(self, stream: str) -> None:
+        """A batch skipped as an exact re-send of one already taken."""
+        self.group.stale[(stream, "resend")] += 1
+
+    def reject(self, stream: str, source: Source, reason: str, error: str) -> None:
+        """An input record that is not a batch at all: record why, and move past it."""
+        self.group.aborts.append(AbortRecord("<input>", stream, -1, reason, error))
+        self.advance(source)
+
+    def journal_oltp(self, topic: str, offset: int, journal: Journal) -> None:
+        """Log an OLTP record handled here (a request, decision or promise), by where to
+        read it again: both recovery modes replay OLTP transactions, in the order they ran,
+        and so does `txstream verify`, from the group's order (runs of offsets)."""
+        if journal is not Journal.NONE:
+            self.group.journal.append(JournalEntry(OLTP_STREAM, -1, None, topic, offset))
+        order = self.group.order
+        if order and order[-1].stream == topic and order[-1].last == offset - 1:
+            order[-1].last = offset
+        else:
+            order.append(BatchRun(topic, offset, offset))
+
+    # --- OLTP ----------------------------------------------------------------------------
+
+    def executed(self) -> None:
+        """One more execution (a TE, or an OLTP transaction) in the group."""
+        self.group.executions += 1
+
+    def oltp_aborted(self, procedure: str, reason: str) -> None:
+        self.group.oltp_aborts[(procedure, reason)] += 1
+
+    def reply(self, reply: EngineReply, urgent: bool = False) -> None:
+        """An OLTP reply, sent with the group; `urgent`: a 2PC vote or a promise that
+        the coordinator waits on, so the group commits at the end of the run."""
+        self.group.replies.append(reply)
+        if urgent:
+            self.group.urgent = True
+
+    def local(self) -> None:
+        """Per-partition work is in the group (spanning batches wait for its commit)."""
+        self.group.local = True
+
+    @property
+    def local_uncommitted(self) -> bool:
+        """Per-partition work is in the group, or in the commit in flight."""
+        return self.group.local or self._local_in_flight
+
+    # --- the group's life ----------------------------------------------------------------
+
+    def take(self, in_flight: bool = False) -> Group:
+        """Hand the group to the commit path and start a new one; each stream's last batch
+        digest goes in as a system key. A group taken `in_flight` is not in the base yet:
+        the new one reads through its writes until `committed` says they are."""
+        group = self.group
+        for stream, record in group.records.items():
+            key = digest_key(stream, self.partition)
+            if record is None:
+                group.ws.put(SYS_TABLE, key, TOMBSTONE)
+            else:
+                group.ws.put(SYS_TABLE, key, {"value": batch_digest(record)})
+        group.records.clear()
+        self.group = Group(WriteSet(group.ws)) if in_flight else Group()
+        self._local_in_flight = in_flight and group.local
+        return group
+
+    def committed(self) -> None:
+        """The group taken last is in the base store: stop reading through it."""
+        self.group.ws.detach()
+        self._local_in_flight = False
