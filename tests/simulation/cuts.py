@@ -16,7 +16,8 @@ from tests.simulation.spanning import Log, SpanCluster
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.oltp.messages import Query, TxnRequest, TxnResult
-from txstream_coordinator.protocol import Actions, Coordinator
+from txstream_coordinator.actions import Actions
+from txstream_coordinator.coordinator import Coordinator
 
 REQUESTS = "requests"
 TIMEOUT_MS = 5_000  # the simulated clock moves 1 ms a delivery

@@ -4,7 +4,7 @@ partitions, with engines and the coordinator crashing, against a model of the cl
 Real code driven: one `PartitionEngine` per partition (its participant: single-partition
 runs, 2PC prepares and decisions, promised (BASIC) and BASE transactions, queries), each
 over a `LaggingState` (a store that loses what was not flushed and replays its changelog),
-and the coordinator's state machine (`protocol.Coordinator`: 2PC, SERIALIZE, reads,
+and the coordinator's state machine (`coordinator.Coordinator`: 2PC, SERIALIZE, reads,
 recovery from its log, log truncation). The topics are lists in memory, read in order per
 partition; which component moves next is drawn at random:
 - a client submits: a promise to the promises topic of its row's partition (named there by
@@ -61,7 +61,8 @@ from txstream.oltp.messages import (
     TxnRequest,
     TxnResult,
 )
-from txstream_coordinator.protocol import Actions, Coordinator
+from txstream_coordinator.actions import Actions
+from txstream_coordinator.coordinator import Coordinator
 
 APP = "mixed"
 TABLE = "stock"

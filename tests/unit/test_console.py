@@ -21,8 +21,8 @@ from txstream.model.declarations import Key, Record
 from txstream_coordinator.console import ConsoleSources
 from txstream_coordinator.console.sources import open_transactions
 from txstream_coordinator.console.tables import ordered
+from txstream_coordinator.coordinator import Coordinator
 from txstream_coordinator.gateway import Gateway, serve
-from txstream_coordinator.protocol import Coordinator
 
 
 def start(machine: Coordinator | None, tmp: Path, token: str | None = None) -> tuple[str, Gateway]:

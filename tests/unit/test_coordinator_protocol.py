@@ -35,7 +35,8 @@ from txstream.oltp.messages import (
     TxnResult,
     key_json,
 )
-from txstream_coordinator.protocol import Actions, Coordinator
+from txstream_coordinator.actions import Actions
+from txstream_coordinator.coordinator import Coordinator
 
 P = 3
 TOPICS = AppTopics("bank")

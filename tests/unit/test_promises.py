@@ -27,7 +27,7 @@ from txstream.oltp.messages import (
     EngineReply,
     Fragment,
 )
-from txstream_coordinator.protocol import Coordinator
+from txstream_coordinator.coordinator import Coordinator
 
 
 def make_engine(base: MemoryBase, partition: int = 0) -> PartitionEngine:

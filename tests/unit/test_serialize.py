@@ -17,7 +17,9 @@ from inventory.dataflow import NONNEGATIVE, build_app
 from tests.unit.test_coordinator_protocol import log_actions
 from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import CoordinatorLog, Decision, EngineReply
-from txstream_coordinator.protocol import TOTALS_EVERY_S, Actions, Coordinator
+from txstream_coordinator.actions import Actions
+from txstream_coordinator.admission import TOTALS_EVERY_S
+from txstream_coordinator.coordinator import Coordinator
 
 TOPICS = AppTopics("inventory")
 CLIENT = TOPICS.oltp_out

@@ -1,4 +1,4 @@
-"""The coordinator process: Kafka in and out around the `protocol.Coordinator` machine.
+"""The coordinator process: Kafka in and out around the `coordinator.Coordinator` machine.
 
 It reads client requests (`<app>.oltp.in`) and engine replies (`<app>.replies`) read
 committed, and writes with one transactional producer, whose stable transactional.id
@@ -62,8 +62,9 @@ from txstream.oltp.messages import CoordinatorLog, EngineReply, TxnRequest, Wire
 from txstream.oltp.origin import Origin, Unauthenticated
 from txstream.schemas.registry import SchemaRegistry
 from txstream_coordinator import metrics
+from txstream_coordinator.actions import Actions
+from txstream_coordinator.coordinator import Coordinator
 from txstream_coordinator.leadership import Leadership
-from txstream_coordinator.protocol import Actions, Coordinator
 
 log = logging.getLogger(__name__)
 

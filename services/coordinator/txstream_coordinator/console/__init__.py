@@ -43,8 +43,8 @@ from txstream_coordinator.console.sources import (
     procedure_figures,
 )
 from txstream_coordinator.console.tables import TableTail, as_json, ordered
+from txstream_coordinator.coordinator import Coordinator
 from txstream_coordinator.http_errors import refusals
-from txstream_coordinator.protocol import Coordinator
 
 STATIC = resources.files(__package__) / "static"
 MAX_DEAD_LETTERS = 200

@@ -24,7 +24,7 @@ from fastavro.types import Schema
 from txstream.config import Settings
 from txstream.kafka.clients import read_committed_consumer_config
 from txstream.schemas.records import decode_record
-from txstream_coordinator.protocol import Coordinator
+from txstream_coordinator.coordinator import Coordinator
 
 
 class SourceError(RuntimeError):
