@@ -5,7 +5,7 @@ are its one Spark job, and delta-rs appends it. Counting it and typing it in Spa
 jobs more, their planning, and a wait for task slots beside the changelog's jobs: about half
 of a micro-batch on two cores.
 
-Typing here must give what Spark's `from_json` gives (`writer._fact_rows`), so it takes only
+Typing here must give what Spark's `from_json` gives (`spark_rows.fact_rows`), so it takes only
 columns whose typing is plain (booleans, integers, doubles, strings), and only values Spark
 reads as they are. Any other column type, or any value Spark would convert, or a key that
 differs from a column only in case, leaves the table's rows of that micro-batch to Spark.
@@ -68,7 +68,7 @@ def landing(decoded: pa.Table, table: str) -> pa.Table:
 
 
 def quarantined(decoded: pa.Table, epoch: int, at: datetime) -> pa.Table:
-    """The rejected rows as the quarantine table's (`writer._quarantine_rows`' columns)."""
+    """The rejected rows as the quarantine table's (`spark_rows.quarantine_rows`' columns)."""
     bad = decoded.filter(pc.is_valid(decoded["reason"]))
     return pa.table({
         "target_table": bad["table"],

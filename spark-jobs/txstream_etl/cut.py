@@ -16,7 +16,7 @@ prepared, and a spanning batch with a part inside it has every part inside it. I
 from everything read and moves a partition back before the commit of any transaction or
 batch that is not whole, until nothing moves (each step only moves back, so it ends). What
 lies past the cut, and the prepared rows of transactions not yet whole, wait for a later
-micro-batch (`writer.MicroBatchWriter`). Every participant of a transaction that applied
+micro-batch (`held.HeldRows`). Every participant of a transaction that applied
 its decision was prepared before any did, and a micro-batch's end offsets are read
 together, so a partition whose part of the transaction the cut needs has at least its
 prepare in the data read; a spanning batch names all its parts' engines itself.

@@ -31,8 +31,8 @@ from txstream_etl.job import kafka_columns, kafka_options, warm_python_workers
 from txstream_etl.offsets import Planned
 from txstream_etl.plan import Plan, RawSource
 from txstream_etl.session import spark_session
+from txstream_etl.spark_rows import fact_rows
 from txstream_etl.tables import FactTable, arrow_schema
-from txstream_etl.writer import _fact_rows
 
 VOTES = FactTable(
     "votes", "vote_id BIGINT, state STRING, weight DOUBLE, ok BOOLEAN, n INT, note STRING"
@@ -78,7 +78,7 @@ def decoded(rows: list[dict[str, Any]]) -> pa.Table:
 
 def test_the_driver_types_plain_facts_as_spark_does(spark: SparkSession) -> None:
     rows = decoded(ROWS)
-    by_spark = _fact_rows(spark.createDataFrame(rows), VOTES, 9).toArrow()
+    by_spark = fact_rows(spark.createDataFrame(rows), VOTES, 9).toArrow()
     by_driver = typed_facts(rows, VOTES.schema, 9)
     assert by_driver is not None
     assert by_driver.schema == arrow_schema(VOTES)
@@ -95,7 +95,7 @@ def test_values_spark_converts_are_left_to_spark(
     """Spark does something of its own with each (a null, a number's text): the driver
     declines rather than guess it."""
     rows = decoded([{"vote_id": 1, column: value}])
-    (by_spark,) = _fact_rows(spark.createDataFrame(rows), VOTES, 9).toArrow().to_pylist()
+    (by_spark,) = fact_rows(spark.createDataFrame(rows), VOTES, 9).toArrow().to_pylist()
     assert by_spark[column] != value or type(by_spark[column]) is not type(value)
     assert typed_facts(rows, VOTES.schema, 9) is None
 
