@@ -1,9 +1,10 @@
 """The Faust worker service against the real broker: what it reads, where it resumes, how it stops.
 
-These pin the three things the worker's transport changes in Faust: it reads only committed
-input, it resumes at the positions committed with the engine's effects (not at consumer-group
-offsets), and Faust's own offset commits never happen. Also that it publishes its streams'
-schemas and marks each output with its writer schema (for readers after a schema change).
+These pin the three things the worker does that a plain Faust app would not: it reads only
+committed input, it resumes at the positions committed with the engine's effects (not at
+consumer-group offsets), and Faust's own offset commits never happen. Also that it publishes
+its streams' schemas and marks each output with its writer schema (for readers after a schema
+change).
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
-"""The worker service: a dataflow app's procedure chains as Faust agents.
+"""The worker service: a dataflow app's procedure chains, per partition Faust assigns.
 
 Faust owns the process, the consumer group and partition assignment; txstream owns the
-commit path (DESIGN.md 3.3). The seams are `transport` (what Faust reads and where it
-seeks), `host` (the partition engines that follow the assignment) and `agents` (the Faust
-app that feeds them).
+delivery and commit path (docs/architecture.md). The seams are `agents` (the Faust app, subscribed
+to the inputs without agents), `transport` (Faust's consumer, paused on every input
+partition) and `task_manager` (the partition tasks that follow the assignment, each reading
+its own inputs).
 """

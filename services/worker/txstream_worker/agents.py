@@ -1,20 +1,22 @@
-"""The Faust app of a dataflow: one agent per input topic, owning its partitions.
+"""The Faust app of a dataflow: the worker's seat in the consumer group of its inputs.
 
 A chain starts at a border stream; every procedure downstream of it in the partition group
-runs in-process inside the engine (PE triggers). The agents make Faust subscribe the
-worker to the app's inputs, so Faust's consumer group and its co-partitioning assignor
-decide which partitions this worker owns: all inputs of partition p land on one worker, in
-one task. The records themselves are read by each task's own consumer, in bulk
-(`task_manager`); Faust's consumer is paused on these partitions (`transport`).
+runs in-process inside the engine (PE triggers). The app registers its input topics with
+Faust's conductor (`app.topics`), which subscribes the worker to them without any agent, so
+Faust's consumer group and its co-partitioning assignor decide which partitions this worker
+owns: all inputs of partition p land on one worker, in one task. The records themselves are
+read by each task's own consumer, in bulk (`task_manager`); Faust's consumer is paused on
+these partitions (`transport`) and hands none of them out.
 """
 
 from __future__ import annotations
 
 import ssl
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Callable
+from typing import Any, NoReturn
 
 import faust
+from faust.types import AppT, CodecArg, Message
 
 from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
@@ -24,8 +26,6 @@ from txstream.recovery.policy import RecoveryPolicy
 from txstream.runtime.inputs import Inputs
 from txstream_worker.task_manager import TaskManager, fail
 from txstream_worker.transport import SCHEME
-
-Agent = Callable[[Any], Coroutine[Any, Any, None]]
 
 
 def broker_urls(bootstrap_servers: str) -> str:
@@ -46,6 +46,24 @@ class TxFaustApp(faust.App):
     """A Faust app that carries its task manager, where the transport looks when it seeks."""
 
     txstream_tasks: TaskManager | None = None
+
+
+class UnreadInput(faust.Schema[bytes, bytes]):
+    """The schema of the app's inputs in Faust, which decodes the key of each record it
+    hands out: the tasks read these records, and Faust must hand out none."""
+
+    def loads_key(
+        self,
+        app: AppT,
+        message: Message,
+        *,
+        loads: Callable[..., Any] | None = None,
+        serializer: CodecArg | None = None,
+    ) -> NoReturn:
+        # The transport pauses Faust on every input partition, so a record here means the
+        # pause failed and Faust reads the inputs beside the tasks: stop, and restart from
+        # committed state.
+        fail(f"a record of {message.topic} reached Faust, which never reads the worker's inputs")
 
 
 def faust_app(
@@ -71,14 +89,20 @@ def faust_app(
         broker_session_timeout=settings.worker_session_timeout_s,
         broker_heartbeat_interval=1.0,
         topic_disable_leader=True,
+        # Faust's consumer uses the app's co-partitioning assignor only while this is above
+        # zero or the app has tables, and this one has none (docs/worker-faust.md).
+        table_standby_replicas=1,
         broker_credentials=credentials(settings) if settings.secure else None,
     )
+    if fapp.conf.table_standby_replicas < 1:  # Faust's environment overrides its arguments
+        raise ValueError(
+            "TABLE_STANDBY_REPLICAS must be at least 1 for a worker: with 0, Faust assigns "
+            "partitions round-robin, and one partition's inputs reach different workers"
+        )
     manager = TaskManager(app, settings, policy, recovery)
     fapp.txstream_tasks = manager
     for topic_name in Inputs.of(app).topics:
-        topic = fapp.topic(topic_name, key_type=bytes, value_type=bytes,
-                           key_serializer="raw", value_serializer="raw")  # fmt: skip
-        fapp.agent(topic, name=f"owner-{topic_name}")(_owner(topic_name))
+        fapp.topics.add(fapp.topic(topic_name, schema=UnreadInput()))
 
     # Faust signal receivers: (sender, *payload, signal=..., **kwargs).
     async def on_assigned(sender: Any, /, *payload: Any, signal: Any, **kwargs: Any) -> None:
@@ -94,13 +118,3 @@ def faust_app(
     fapp.on_partitions_revoked.connect(on_revoked)
     fapp.on_before_shutdown.connect(on_shutdown)
     return fapp
-
-
-def _owner(topic: str) -> Agent:
-    async def owner(stream: Any) -> None:
-        async for _ in stream:
-            # The transport pauses these partitions in Faust's consumer; a record here
-            # would be read twice or skipped, so stop and restart from committed state.
-            fail(f"a record of {topic} reached Faust, which never reads the worker's inputs")
-
-    return owner

@@ -1,4 +1,4 @@
-"""`txstream worker run`: serve a dataflow app as Faust agents until SIGTERM."""
+"""`txstream worker run`: serve the partitions Faust assigns of a dataflow app until SIGTERM."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ from txstream.model.app import load_app
 from txstream.model.declarations import RecoveryMode
 from txstream.observability.targets import serve_metrics
 from txstream.recovery.policy import RecoveryPolicy
-from txstream.runtime.heap import freeze_startup_objects
+from txstream.runtime.gc_freeze import freeze_startup_objects
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream_worker.agents import faust_app
@@ -108,7 +108,11 @@ def run(
         raise typer.Exit(2) from e
     typer.echo(f"worker slot {slot.instance_id} of app {application.name} (lock {slot.path}); "
                f"hot path {native.status()}", err=True)  # fmt: skip
-    fapp = faust_app(application, settings, policy, recovery_policy, slot.instance_id)
+    try:
+        fapp = faust_app(application, settings, policy, recovery_policy, slot.instance_id)
+    except ValueError as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
     if metrics:
         serve_metrics(settings, "worker", metrics_host, metrics_port)
     logging.getLogger("txstream").setLevel(loglevel.upper().replace("WARN", "WARNING"))

@@ -23,7 +23,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 from faust.types import TP
 
@@ -195,7 +195,7 @@ def _fail_on_error(what: str) -> Callable[[asyncio.Future[Any]], None]:
     return check
 
 
-def fail(why: str) -> None:
+def fail(why: str) -> NoReturn:
     """End the process at once: what Kafka committed is the state to restart from."""
     log.critical("%s; exiting so the supervisor restarts from committed state", why, exc_info=True)
     logging.shutdown()

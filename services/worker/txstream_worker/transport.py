@@ -1,25 +1,27 @@
 """A Faust transport for group membership only: the worker's tasks read their own inputs.
 
-Faust's consumer group and assignor decide which partitions a worker owns; each task then
-reads its partitions with its own read_committed consumer from the positions committed in
-the same Kafka transactions as its effects (`task_manager`). So after every rebalance this
-transport seeks Faust's consumer to those positions and pauses it there, and Faust's own
-group-offset commits are no-ops, never to be mistaken for progress.
+Faust's consumer group and co-partitioning assignor decide which partitions a worker owns;
+each task then reads its partitions with its own read_committed consumer, from the positions
+committed in the same Kafka transactions as its effects (`task_manager`). So Faust's
+consumer never hands out a record of them: after every rebalance this transport seeks it to
+those positions and pauses it there, and it never commits consumer-group offsets, which
+could be mistaken for progress.
 
-Faust picks the transport by URL scheme, so `txkafka://host:port` selects this one without
-patching Faust. The aiokafka attributes set below are read only when the consumer starts,
-which is after they are set; aiokafka is pinned for that reason.
+Faust picks the transport by URL scheme, from its transport registry, so
+`txkafka://host:port` selects this one. It overrides only public methods of Faust's aiokafka
+consumer; the one step that needs more is `pause_fetching` (docs/worker-faust.md).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from aiokafka.structs import TopicPartition
 from faust.transport import drivers
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types import TP
+from faust.types.transports import TPorTopicSet
 
 if TYPE_CHECKING:
     from txstream_worker.task_manager import TaskManager
@@ -33,26 +35,25 @@ def task_manager(app: Any) -> TaskManager | None:
     return manager
 
 
-class _ConsumerThread(faust_aiokafka.AIOKafkaConsumerThread):
-    def _create_worker_consumer(self, transport: Any) -> Any:
-        consumer = super()._create_worker_consumer(transport)
-        consumer._isolation_level = "read_committed"
-        # Faust's own assignor keeps co-partitioned topics together, so every input of
-        # partition p reaches the one engine (and transactional.id) of partition p. Faust
-        # uses round-robin unless the app has changelog tables, and ours has none.
-        consumer._partition_assignment_strategy = [self.app.assignor]
-        return consumer
+async def pause_fetching(consumer: faust_aiokafka.Consumer, tps: Iterable[TP]) -> None:
+    """Pause `tps` in the aiokafka consumer under Faust's, so it stops fetching them too.
 
-    def pause_fetching(self, tps: set[TP]) -> None:
-        self._ensure_consumer().pause(*(TopicPartition(tp.topic, tp.partition) for tp in tps))
+    The one private access of the worker: Faust's `pause_partitions` only stops handing out
+    records, and Faust offers no public way to its aiokafka consumer (docs/worker-faust.md).
+    """
+    thread = consumer._thread
+    partitions = [TopicPartition(tp.topic, tp.partition) for tp in tps]
+
+    async def pause() -> None:  # in the consumer's own thread and event loop
+        thread._ensure_consumer().pause(*partitions)
+
+    await thread.call_thread(pause)
 
 
 class Consumer(faust_aiokafka.Consumer):
-    def _new_consumer_thread(self) -> faust_aiokafka.AIOKafkaConsumerThread:
-        return _ConsumerThread(self, loop=self.loop, beacon=self.beacon)
-
     async def seek_to_committed(self) -> Mapping[TP, int]:
-        """Faust calls this after every rebalance, before flow resumes."""
+        """Faust calls this after every rebalance: after it resumed every assigned partition,
+        before records flow again."""
         manager = task_manager(self.app)
         assigned = set(self.assignment())
         ours = {tp for tp in assigned if manager is not None and manager.serves(tp.topic)}
@@ -62,18 +63,20 @@ class Consumer(faust_aiokafka.Consumer):
             positions.update(await super().seek_to_committed())
         if ours and manager is not None:
             stored = await manager.positions_for(ours)
-            await self._thread.seek_wait(stored)
-            # The tasks read these partitions with their own consumers: Faust's fetches
-            # nothing of them, at its own level and at aiokafka's (a new assignment
-            # unpauses everything, so this runs after every rebalance).
+            await self.seek_wait(stored)
+            # The tasks read these partitions with their own consumers: Faust hands out none
+            # of their records, and its aiokafka consumer fetches none (Faust has just
+            # resumed them all, so this runs after every rebalance).
             self.pause_partitions(ours)
-            assert isinstance(self._thread, _ConsumerThread)
-            self._thread.pause_fetching(ours)
+            await pause_fetching(self, ours)
             positions.update(stored)
         return positions
 
-    async def _commit(self, offsets: Mapping[TP, int]) -> bool:
-        return True
+    async def commit(
+        self, topics: TPorTopicSet | None = None, start_new_transaction: bool = True
+    ) -> bool:
+        """Never: the tasks' own transactions are the only record of input progress."""
+        return False
 
 
 class Transport(faust_aiokafka.Transport):
