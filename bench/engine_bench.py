@@ -5,7 +5,7 @@
 End-to-end runs on a shared two-core VM swing by half from run to run, far more than most
 changes to the batch path move them. This times the task thread's path alone, as the worker
 runs it: each vote batch decoded from its Avro envelope, run by the partition engine over the
-committed state in RocksDB (with the record limit sealing each TE), and every G batches the
+committed state in RocksDB (with the record limit checking each TE), and every G batches the
 group's state writes encoded, as the commit thread does, and applied to RocksDB, as the task
 thread does once Kafka has committed them. Nothing is produced. Small groups are the live
 case (a worker that keeps up commits every 10 ms), large ones the backed-up case.
@@ -67,11 +67,13 @@ def leaderboard_engine(
     batch_codecs = {
         name: BatchCodec(registry.get(stream.schema)) for name, stream in app.decl.streams.items()
     }
-    seal = RecordLimit(settings.kafka_max_record_bytes, AppTopics(app.name), batch_codecs, codec)
+    record_check = RecordLimit(
+        settings.kafka_max_record_bytes, AppTopics(app.name), batch_codecs, codec
+    )
     with StateStore.open(db) as store:
         state = CommittedState(store, codec)
         engine = PartitionEngine(app.dataflow(), state, 0, app.params,
-                                 timer=metrics.te_timer(app.name), seal=seal,
+                                 timer=metrics.te_timer(app.name), record_check=record_check,
                                  flat_tables=codec.flat_tables)  # fmt: skip
         for stream, tuples in reference_batches(int(app.params["contestants"])).items():
             engine.process(stream, 1, tuples)

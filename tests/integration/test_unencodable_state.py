@@ -2,7 +2,7 @@
 
 A row that does not match its table's schema, or a window state over Kafka's record limit,
 is found only by the group commit, before its transaction begins. That engine fails (in a
-worker, the process exits and is restarted); the next one seals its TEs checked until it
+worker, the process exits and is restarted); the next one checks its TEs' records until it
 is past that group, so the TE that made the write aborts with a dead letter and every other
 batch commits. Before, the restarted engine failed on the same write again, forever.
 """
@@ -81,7 +81,7 @@ def test_an_unencodable_write_aborts_its_te_after_one_restart(
 
     restarted = PartitionTask(app, 0, settings)
     assert drive(restarted, until_batch=LAST, timeout_s=60, stream="items") == LAST
-    assert restarted.checked.until is None, "past the failed group, sealing is unchecked again"
+    assert restarted.checked.until is None, "past the failed group: the marker is dropped"
     named = restarted.tables()["named"]
     restarted.close()
 
@@ -91,5 +91,5 @@ def test_an_unencodable_write_aborts_its_te_after_one_restart(
 
     again = PartitionTask(app, 0, settings)
     again.open()
-    assert not again.checked.seal.checked, "the marker is gone"
+    assert not again.checked.record_check.checked, "the marker is gone"
     again.close()

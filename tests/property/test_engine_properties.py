@@ -27,7 +27,7 @@ from hypothesis import strategies as st
 
 from tests.fakes import MemoryBase
 from txstream.engine.context import TxnContext
-from txstream.engine.group import SYS_TABLE, Group, Outcome, last_batch_key
+from txstream.engine.group import SYS_TABLE, CommitGroup, Outcome, last_batch_key
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.model.app import App
 from txstream.model.declarations import Record
@@ -168,15 +168,15 @@ def build_app(s: Scenario) -> App:
 @dataclass
 class EngineRun:
     base: MemoryBase
-    groups: list[Group]
+    groups: list[CommitGroup]
 
 
 def run_engine(s: Scenario) -> EngineRun:
     app = build_app(s)
     base = MemoryBase()
     engine = PartitionEngine(app.dataflow(), base, 0, app.params)
-    groups: list[Group] = []
-    in_flight: Group | None = None
+    groups: list[CommitGroup] = []
+    in_flight: CommitGroup | None = None
     last = 0
 
     def finish() -> None:
@@ -211,9 +211,16 @@ def run_engine(s: Scenario) -> EngineRun:
     return EngineRun(base, groups)
 
 
-def _group_shape(g: Group) -> tuple[Any, ...]:
+def _group_shape(g: CommitGroup) -> tuple[Any, ...]:
     tables = {t: dict(rows) for t, rows in g.ws.tables.items()}
-    return (tables, dict(g.ws.windows), len(g.outputs), len(g.aborts), g.executions, g.batches)
+    return (
+        tables,
+        dict(g.ws.windows),
+        len(g.outputs),
+        len(g.aborts),
+        g.stats.executions,
+        g.stats.batches,
+    )
 
 
 # --- the serial reference --------------------------------------------------------------

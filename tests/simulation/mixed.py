@@ -45,7 +45,7 @@ from typing import TypedDict
 
 from tests.simulation.store import LaggingState
 from txstream import App, Record, TxnContext
-from txstream.engine.group import Group
+from txstream.engine.group import CommitGroup
 from txstream.engine.participant import PREPARED_TABLE
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.promises import PROMISED_TABLE, promise_id
@@ -257,7 +257,7 @@ class Node:
 
     def seed_rows(self, rows: list[Row]) -> None:
         """The initial rows, committed as any group is (so a crash replays them too)."""
-        group = Group()
+        group = CommitGroup()
         for item, site in rows:
             group.ws.put(TABLE, (item, site), initial_row(item, site))
         self.base.apply(group)

@@ -37,7 +37,7 @@ from typing import Any, TypedDict
 
 from txstream import App, Record, TxnContext
 from txstream.config import Settings
-from txstream.engine.group import Group
+from txstream.engine.group import CommitGroup
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.promises import promise_id
 from txstream.oltp.messages import Decision, EngineReply, EngineRequest, Fragment, Query
@@ -233,7 +233,7 @@ class Engine:
             self.state = CommittedState(store, codec)
         self.codec = codec
         self.engine = PartitionEngine(df, self.state, 0, {}, flat_tables=codec.flat_tables)
-        self.in_flight: tuple[Group, EncodedWrites | None] | None = None
+        self.in_flight: tuple[CommitGroup, EncodedWrites | None] | None = None
         self.next_offset = 0
         self.batch_id = 0
 

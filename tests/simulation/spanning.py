@@ -25,7 +25,7 @@ from orders.loader import event_batches
 from orders.result import Result
 from orders.results import from_outcomes
 from txstream.engine.epochs import EPOCH_TABLE
-from txstream.engine.group import SYS_TABLE, Group, OutputBatch
+from txstream.engine.group import SYS_TABLE, CommitGroup, OutputBatch
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.routing import partition_of
 from txstream.model.app import App
@@ -129,7 +129,7 @@ class SpanCluster:
 
     def _commit(self, p: int) -> None:
         self._send(p)  # the task has every read delivered before a group commits
-        group: Group = self.nodes[p].engine.take_group()
+        group: CommitGroup = self.nodes[p].engine.take_group()
         self.bases[p].apply(group)
         self.outputs += group.outputs
 

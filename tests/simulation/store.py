@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from tests.simulation.kafka import NO_CRASH
-from txstream.engine.group import Group
+from txstream.engine.group import CommitGroup
 from txstream.engine.windows import WindowState
 from txstream.engine.writeset import TOMBSTONE
 from txstream.model.declarations import Key, Record
@@ -98,7 +98,7 @@ class LaggingState(MemoryState):
             0,
         )
 
-    def apply(self, group: Group) -> None:
+    def apply(self, group: CommitGroup) -> None:
         tables = {t: {k: v if v is TOMBSTONE else copy.deepcopy(v) for k, v in rows.items()}
                   for t, rows in group.ws.tables.items()}  # fmt: skip
         self.changelog.append((tables, dict(group.ws.windows)))

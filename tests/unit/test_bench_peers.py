@@ -94,7 +94,7 @@ def test_ee_chain_triggers_and_inline_statements_write_the_same_state() -> None:
         for b in range(1, 30):
             engine.process("s0", b, batch_tuples(b, 2, seed=3))
             group = engine.take_group()
-            assert group.executions == 1  # one TE per batch: the triggers run inside it
+            assert group.stats.executions == 1  # one TE per batch: the triggers run inside it
             base.apply(group)
         states.append({t: rows for t, rows in base.tables.items() if t.startswith("e")})
     assert states[0] == states[1]

@@ -90,7 +90,7 @@ def test_nested_abort_rolls_back_every_member() -> None:
 
 
 def test_a_nested_transaction_is_sealed_once_and_aborted_whole() -> None:
-    """The seal (the record size check) sees the nested transaction's writes and outputs
+    """The record check sees the nested transaction's writes and outputs
     together, once; its abort drops every member's writes, outputs and window inserts."""
     sealed: list[tuple[set[tuple[object, ...]], list[tuple[str, int]]]] = []
 
@@ -102,7 +102,7 @@ def test_a_nested_transaction_is_sealed_once_and_aborted_whole() -> None:
 
     app = make_app(nested=True)
     base = MemoryBase()
-    engine = PartitionEngine(app.dataflow(), base, 0, app.params, seal=seal)
+    engine = PartitionEngine(app.dataflow(), base, 0, app.params, record_check=seal)
     engine.process("a", 1, [{"n": 1}])
     engine.process("a", 2, [{"n": 2}])
     group = engine.take_group()

@@ -16,7 +16,7 @@ import pytest
 
 from tests.fakes import MemoryBase
 from txstream.engine.context import TxnContext
-from txstream.engine.group import Group
+from txstream.engine.group import CommitGroup
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.windows import WindowState
 from txstream.engine.writeset import Base, read, read_window, scan
@@ -40,11 +40,11 @@ Action = Callable[[TxnContext], None]
 
 
 class Committing(Base, Protocol):
-    def commit(self, group: Group) -> None: ...
+    def commit(self, group: CommitGroup) -> None: ...
 
 
 class FakeBase(MemoryBase):
-    def commit(self, group: Group) -> None:
+    def commit(self, group: CommitGroup) -> None:
         self.apply(group)
 
 
@@ -64,7 +64,7 @@ class RocksBase:
     def window(self, name: str) -> WindowState | None:
         return self.state.window(name)
 
-    def commit(self, group: Group) -> None:
+    def commit(self, group: CommitGroup) -> None:
         state = self.state
         state.apply(state.codec.encode_writes(group.ws), state.log_offset() + 1)
 

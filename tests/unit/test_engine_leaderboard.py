@@ -19,7 +19,7 @@ from tests.fakes import MemoryBase
 from tests.reference.leaderboard_ref import run_reference
 from txstream import App
 from txstream.config import Settings
-from txstream.engine.group import Group
+from txstream.engine.group import CommitGroup
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.model.declarations import Key, Record
 from txstream.schemas.registry import SchemaRegistry
@@ -37,7 +37,7 @@ class RocksBase:
         self.store = StateStore.open(path)
         self.state = CommittedState(self.store, self.codec)
 
-    def apply(self, group: Group) -> None:
+    def apply(self, group: CommitGroup) -> None:
         self.state.apply(self.codec.encode_writes(group.ws), self.state.log_offset() + 1)
 
     @property

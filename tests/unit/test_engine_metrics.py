@@ -34,7 +34,7 @@ def test_window_slides_are_counted_per_group() -> None:
     for b in range(1, 7):
         vote = {"vote_id": b, "phone_number": 6175550100 + b, "contestant_number": 1 + b % 3}
         engine.process("votes", b, [vote])
-    slides = engine.take_group().slides
+    slides = engine.take_group().stats.slides
     assert sum(slides.values()) == 3, slides  # 6 valid votes, a slide every 2
 
 

@@ -42,7 +42,7 @@ def test_an_exact_resend_of_the_last_batch_is_skipped_and_counted() -> None:
     group = engine.take_group()
     base.apply(group)
     assert group.aborts == []
-    assert group.stale == {("s0", "resend"): 1}
+    assert group.stats.stale == {("s0", "resend"): 1}
     assert total(base) == {"value": 10, "batches": 1}
     assert base.tables["__sys__"][position_key(TOPIC, 0)] == {"value": 2}
 
@@ -61,7 +61,7 @@ def test_a_different_batch_under_the_last_id_is_dead_lettered_with_its_reason() 
     error = group.aborts[0].error
     for part in ("batch id 1", "stream 's0'", "partition 0", "last batch id 1", "differs"):
         assert part in error, error
-    assert group.stale == {("s0", "dead_letter"): 1}
+    assert group.stats.stale == {("s0", "dead_letter"): 1}
     # the conflicting batch ran nothing; the next good one ran
     assert total(base) == {"value": 30, "batches": 2}
     assert base.tables["__sys__"][position_key(TOPIC, 0)] == {"value": 3}
@@ -92,4 +92,4 @@ def test_the_digest_commits_with_the_batch_id_and_survives_a_restart() -> None:
     assert send(restarted, 1, 10, offset=1) is Outcome.DUPLICATE
     assert send(restarted, 1, 11, offset=2) is Outcome.STALE
     group = restarted.take_group()
-    assert group.stale == {("s0", "resend"): 1, ("s0", "dead_letter"): 1}
+    assert group.stats.stale == {("s0", "resend"): 1, ("s0", "dead_letter"): 1}

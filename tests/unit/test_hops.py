@@ -231,7 +231,7 @@ def test_an_ordered_hop_runs_once_per_batch_and_passes_on_one_part_per_engine() 
         (o.partition, o.batch_id) for o in group.outputs if o.hop == "per_customer" and o.tuples
     ]
     assert parts == [(owner((7,)), 1)]  # one part, with both orders
-    assert group.executions == 1
+    assert group.stats.executions == 1
 
 
 def test_a_chain_of_ordered_hops_across_engines_loses_no_part() -> None:

@@ -83,7 +83,7 @@ def test_run_commits_into_the_group_with_json_results() -> None:
             epoch=1,
         ),
     ]
-    assert engine.group.executions == 2
+    assert engine.group.stats.executions == 2
 
 
 def test_overdraw_aborts_the_whole_run_and_writes_nothing() -> None:
@@ -93,7 +93,7 @@ def test_overdraw_aborts_the_whole_run_and_writes_nothing() -> None:
     assert (r.kind, r.ok, r.reason, r.results) == ("result", False, "constraint_violation", "[]")
     assert "balance >= 0" in r.detail
     assert "accounts" not in engine.group.ws.tables
-    assert engine.group.oltp_aborts == {("debit", "constraint_violation"): 1}  # for metrics
+    assert engine.group.stats.oltp_aborts == {("debit", "constraint_violation"): 1}  # for metrics
 
 
 def test_unknown_procedure_is_refused() -> None:
@@ -102,7 +102,7 @@ def test_unknown_procedure_is_refused() -> None:
     r = reply(engine)
     assert (r.ok, r.reason) == (False, "unknown_procedure") and "'steal'" in r.detail
     # counted, but not under a name a client chose (unbounded label values)
-    assert engine.group.oltp_aborts == {("<oltp>", "unknown_procedure"): 1}
+    assert engine.group.stats.oltp_aborts == {("<oltp>", "unknown_procedure"): 1}
 
 
 def prepared(account: int = 1, txn_id: str = "1.5") -> tuple[PartitionEngine, MemoryBase]:
@@ -136,7 +136,7 @@ def test_prepare_holds_its_writes_locks_them_and_votes_yes() -> None:
             epoch=1,  # the decision must carry it
         )
     ]
-    assert group.urgent and txns.blocked
+    assert group.flags.urgent and txns.blocked
     assert txns.locks == {"accounts": {(1,): "1.5"}}
 
 
@@ -208,7 +208,7 @@ def test_parameters_that_do_not_fit_the_signature_run_nothing() -> None:
             assert (r.ok, r.reason) == (False, "bad_request"), r
             assert named in r.detail and "fragment debit" in r.detail, r.detail
     assert "accounts" not in engine.group.ws.tables and not engine.participant.blocked
-    assert engine.group.oltp_aborts == {("debit", "bad_request"): 6}
+    assert engine.group.stats.oltp_aborts == {("debit", "bad_request"): 6}
 
 
 def test_abort_before_prepare_makes_the_prepare_vote_no() -> None:
@@ -222,12 +222,12 @@ def test_abort_before_prepare_makes_the_prepare_vote_no() -> None:
 
 def test_locked_rows_stop_runs_prepares_and_scans_until_the_decision() -> None:
     engine, _ = prepared(account=1)
-    before = len(engine.group.replies), engine.group.executions
+    before = len(engine.group.replies), engine.group.stats.executions
     assert not run(engine, "1.6", move("credit", 1, 10))
     assert not send(engine, "prepare", "1.7", move("credit", 2, 1), move("credit", 1, 1))
     assert not read(engine, Query("accounts"))
     assert not read(engine, Query("accounts", key=key_json((1,))))
-    assert (len(engine.group.replies), engine.group.executions) == before
+    assert (len(engine.group.replies), engine.group.stats.executions) == before
     assert "accounts" not in engine.group.ws.tables and set(engine.participant.prepared) == {"1.5"}
     assert run(engine, "1.8", move("credit", 2, 10)), "an unlocked row is free"
     assert reply(engine).ok and engine.group.ws.tables["accounts"] == {(2,): {"balance": 110}}

@@ -104,9 +104,9 @@ def _checked_limit(limit: int) -> RecordLimit:
     app = build_app(Params())
     registry = SchemaRegistry(Settings().schema_dir)
     codec = StateCodec(app.dataflow(), registry)
-    seal = RecordLimit(limit, AppTopics(app.name), {}, codec)
-    seal.checked = True
-    return seal
+    record_check = RecordLimit(limit, AppTopics(app.name), {}, codec)
+    record_check.checked = True
+    return record_check
 
 
 def test_checked_sealing_aborts_a_row_that_does_not_match_its_schema() -> None:
@@ -140,12 +140,12 @@ def test_an_abort_text_is_capped() -> None:
 
 def test_a_row_the_bound_cannot_clear_and_off_its_schema_aborts_as_invalid() -> None:
     """Unchecked, such a row is encoded to be measured; that it cannot be encoded must be a
-    TxnAbort too: any other exception would escape a nested transaction's seal."""
-    seal = _checked_limit(1_000)
-    seal.checked = False
+    TxnAbort too: any other exception would escape a nested transaction's record check."""
+    record_check = _checked_limit(1_000)
+    record_check.checked = False
     ws = WriteSet()
     ws.put("contestants", (7,), {"contestant_number": 7, "contestant_name": ["x" * 2_000]})
     with pytest.raises(TxnAbort) as e:
-        seal(ws, [])
+        record_check(ws, [])
     assert e.value.reason == "invalid_row"
     assert "table 'contestants' key (7,)" in str(e.value)

@@ -1,4 +1,4 @@
-"""Group commit: one Kafka transaction per group of TEs, then RocksDB.
+"""CommitGroup commit: one Kafka transaction per group of TEs, then RocksDB.
 
 Steps 1-3 run on a commit thread of their own (`send`), so the engine goes on with the
 next group while the broker acknowledges and commits this one; step 4 (`finish`) runs back
@@ -30,7 +30,7 @@ from confluent_kafka import KafkaError, Message, Producer
 from fastavro.types import Schema
 
 from txstream.commit.markers import commit_end
-from txstream.engine.group import ORDER_HEADER, Group, encode_order
+from txstream.engine.group import ORDER_HEADER, CommitGroup, encode_order
 from txstream.kafka.clients import DeliveryLatch, delivery_failure, error_text, send, send_many
 from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import Wire
@@ -48,7 +48,7 @@ class CommitError(RuntimeError):
 class UnencodableState(CommitError):
     """A state write the changelog cannot take: a row that does not match its table's
     schema, or a record over the size limit. Found before the transaction begins, so
-    nothing was sent; the restarted engine seals its TEs checked (`RecordLimit.checked`)
+    nothing was sent; the restarted engine checks its TEs' records (`RecordLimit.checked`)
     until it is past this group, and the TE that wrote it aborts instead."""
 
 
@@ -96,7 +96,7 @@ class GroupCommitter:
         self._failures = DeliveryLatch()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"commit-p{partition}")
 
-    def send(self, group: Group, positions: Mapping[str, int]) -> Future[Sent]:
+    def send(self, group: CommitGroup, positions: Mapping[str, int]) -> Future[Sent]:
         """Steps 1-3 on the commit thread for `group`, which leaves the inputs at
         `positions` (topic -> next offset). The caller must `finish` it before the next
         send, and must not change `group` meanwhile."""
@@ -112,7 +112,7 @@ class GroupCommitter:
     def close(self) -> None:
         self._thread.shutdown(wait=True)
 
-    def _transact(self, group: Group, positions: Mapping[str, int]) -> Sent:
+    def _transact(self, group: CommitGroup, positions: Mapping[str, int]) -> Sent:
         writes = self._encode_writes(group)
         self._last_log_offset = -1
         self._failures.reset()
@@ -135,7 +135,7 @@ class GroupCommitter:
         last = self._last_log_offset
         return Sent(writes, last + 1 if last >= 0 else -1)
 
-    def _encode_writes(self, group: Group) -> EncodedWrites:
+    def _encode_writes(self, group: CommitGroup) -> EncodedWrites:
         try:
             writes = self.codec.encode_writes(group.ws)
         except Exception as e:
@@ -150,7 +150,7 @@ class GroupCommitter:
         return writes
 
     def _produce_all(
-        self, group: Group, writes: Mapping[bytes, bytes | None], positions: Mapping[str, int]
+        self, group: CommitGroup, writes: Mapping[bytes, bytes | None], positions: Mapping[str, int]
     ) -> None:
         """The few records first, then the outputs, one or more a batch. librdkafka adds a
         transaction's partitions to it by a request it sends 1 ms after the first record to
@@ -172,13 +172,13 @@ class GroupCommitter:
                        partition=self.partition)  # fmt: skip
         self._produce_outputs(group)
 
-    def _produce_notice(self, group: Group) -> None:
+    def _produce_notice(self, group: CommitGroup) -> None:
         p = self.partition
         notice = {
             "app": self.topics.app,
             "partition": p,
-            "batches": group.batches,
-            "executions": group.executions,
+            "batches": group.stats.batches,
+            "executions": group.stats.executions,
             "aborts": len(group.aborts),
             "last_batch_ids": group.last_batch_ids,
             "first_batch_ids": group.first_batch_ids,
@@ -190,7 +190,7 @@ class GroupCommitter:
              partition=p, headers=[(ORDER_HEADER, encode_order(group.order))])  # fmt: skip
 
     def _produce_log(
-        self, group: Group, writes: Mapping[bytes, bytes | None], positions: Mapping[str, int]
+        self, group: CommitGroup, writes: Mapping[bytes, bytes | None], positions: Mapping[str, int]
     ) -> None:
         p = self.partition
         if self.log_codec is not None:
@@ -218,12 +218,12 @@ class GroupCommitter:
             on_delivery=self._on_log_delivery,
         )
 
-    def _produce_outputs(self, group: Group) -> None:
+    def _produce_outputs(self, group: CommitGroup) -> None:
         p = self.partition
         sender = str(p).encode()
         for out in group.outputs:
             codec = self.batch_codecs[out.stream]
-            batch = out.record  # sealed as its TE ended, if the engine has a RecordLimit
+            batch = out.record  # encoded as its TE ended, if the engine has a RecordLimit
             if batch is None:
                 batch = codec.encode(out.stream, out.batch_id, out.tuples)
             if out.hop is None:

@@ -22,7 +22,7 @@ from enum import Enum
 
 from txstream.commit.group_commit import GroupCommitter, Sent
 from txstream.commit.policy import OLTP_GROUP_MS, CommitPolicy
-from txstream.engine.group import Group
+from txstream.engine.group import CommitGroup
 
 # While a commit is in flight the delivery loop looks back this often, to start the next.
 IN_FLIGHT_POLL_S = 0.001
@@ -51,7 +51,7 @@ class CommitSummary:
 class Commit:
     """One group on its way: what it carries, where it leaves the inputs, and its phase."""
 
-    group: Group
+    group: CommitGroup
     positions: dict[str, int]  # the inputs' next offsets once it commits
     sent: Future[Sent]
     started: float = field(default_factory=time.monotonic)
@@ -64,7 +64,7 @@ class Commit:
     @property
     def summary(self) -> CommitSummary:
         group = self.group
-        return CommitSummary(group.batches, len(group.aborts), group.last_batch_ids)
+        return CommitSummary(group.stats.batches, len(group.aborts), group.last_batch_ids)
 
 
 class CommitPipeline:
@@ -80,7 +80,7 @@ class CommitPipeline:
 
     def due(
         self,
-        group: Group,
+        group: CommitGroup,
         *,
         end_of_run: bool = False,
         backlog: bool = False,
@@ -94,9 +94,9 @@ class CommitPipeline:
         held input waits for this group's commit (spanning batches behind local work)."""
         if group.empty:
             return False
-        if end_of_run and group.urgent:
+        if end_of_run and group.flags.urgent:
             return True
-        full = group.batches >= self.policy.max_batches
+        full = group.stats.batches >= self.policy.max_batches
         if self.in_flight is not None and not self.in_flight.sent.done():
             return full
         if input_waits:
@@ -106,7 +106,7 @@ class CommitPipeline:
             wait_ms = min(wait_ms, OLTP_GROUP_MS)
         return full or (time.monotonic() - self._opened) * 1000 >= wait_ms
 
-    def idle_wait(self, group: Group, longest_s: float) -> float:
+    def idle_wait(self, group: CommitGroup, longest_s: float) -> float:
         """How long the delivery loop may wait for input before the pipeline needs it back:
         not past the pending group's commit, nor long after the commit in flight is done."""
         if self.in_flight is not None:
@@ -116,7 +116,7 @@ class CommitPipeline:
         due_s = self.policy.interval_ms / 1000 - (time.monotonic() - self._opened)
         return min(longest_s, max(due_s, 0.0))
 
-    def submit(self, group: Group, positions: dict[str, int]) -> Commit:
+    def submit(self, group: CommitGroup, positions: dict[str, int]) -> Commit:
         """Start steps 1-3 for `group`, which leaves the inputs at `positions`. The commit
         before it must be finished (`drain`): one transaction at a time."""
         if self.in_flight is not None:

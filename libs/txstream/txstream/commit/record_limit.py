@@ -35,7 +35,7 @@ _NUMBERS = frozenset({int, float, bool, type(None)})
 
 
 class RecordLimit:
-    """The engine's `Seal`: outputs encoded, and every record checked against `limit` bytes
+    """The engine's `RecordCheck`: outputs encoded, and every record checked against `limit` bytes
     (key and value), the producer's message.max.bytes less its framing."""
 
     def __init__(

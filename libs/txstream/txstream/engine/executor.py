@@ -22,7 +22,7 @@ from txstream.engine.group import (
     Journal,
     JournalEntry,
     OutputBatch,
-    Seal,
+    RecordCheck,
     Source,
 )
 from txstream.engine.history import History
@@ -66,7 +66,7 @@ class TeExecutor:
         owner: Owner,
         journal: Journal = Journal.NONE,
         timer: Callable[[str, float], None] | None = None,
-        seal: Seal | None = None,
+        record_check: RecordCheck | None = None,
         flat_tables: frozenset[str] = frozenset(),
     ) -> None:
         self.dataflow = dataflow
@@ -75,7 +75,7 @@ class TeExecutor:
         self.owner = owner
         self.journal = journal
         self.timer = timer
-        self.seal = seal
+        self.record_check = record_check
         self.flat_tables = flat_tables
         self.hops = tuple(dataflow.decl.procedures[p] for p in dataflow.hops)
         self.triggers = True
@@ -239,8 +239,8 @@ class TeExecutor:
         group = self.ledger.group
         try:
             self._run_te(nws, proc, stream, batch_id, tuples, scope)
-            if self.seal is not None:
-                scope.outputs = self.seal(nws, scope.outputs)
+            if self.record_check is not None:
+                scope.outputs = self.record_check(nws, scope.outputs)
             if span is not None:
                 keep_local(nws, span.plan, span.me)
                 scope.outputs = scope.outputs if span.leader else []
@@ -250,7 +250,7 @@ class TeExecutor:
                     f"{nested.name}/{a.procedure}", stream, batch_id, a.reason, a.error
                 ))  # fmt: skip
             return False
-        except TxnAbort as e:  # sealed as a whole: no one member is to blame
+        except TxnAbort as e:  # checked as a whole: no one member is to blame
             if speaks:
                 group.aborts.append(AbortRecord(nested.name, stream, batch_id, e.reason, str(e)))
             return False
@@ -295,17 +295,17 @@ class TeExecutor:
             self._on_slide,
             flat_tables=self.flat_tables,
         )
-        self.ledger.group.executions += 1
+        self.ledger.group.stats.executions += 1
         started = time.perf_counter()
         try:
             proc.fn(ctx, tuples)
             outputs = [OutputBatch(s, batch_id, tups) for s, tups in ctx.outputs.items()]
             if self.hops:
                 outputs += hop_batches(self.hops, outputs, self.owner)
-            if self.seal is not None and scope is None:
+            if self.record_check is not None and scope is None:
                 # a spanning TE's every write and output, on every participant alike: a
                 # record too large aborts the batch everywhere, not on its owner alone
-                outputs = self.seal(ws, outputs)
+                outputs = self.record_check(ws, outputs)
             if span is not None and scope is None:
                 keep_local(ws, span.plan, span.me)
                 outputs = outputs if span.leader else []
@@ -344,7 +344,7 @@ class TeExecutor:
 
     def _on_slide(self, ctx: TxnContext, window: str, slides: int) -> None:
         """Once per sliding insert: a jump over several boundaries shows only the last window."""
-        slides_by = self.ledger.group.slides
+        slides_by = self.ledger.group.stats.slides
         slides_by[window] = slides_by.get(window, 0) + slides
         for trigger in self.dataflow.decl.slide_triggers.get(window, ()):
             trigger.fn(ctx)

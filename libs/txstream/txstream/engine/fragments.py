@@ -92,9 +92,9 @@ class FragmentRunner:
                 return Failed("exception", exception_detail(e), f.procedure)
             if executor.timer is not None:
                 executor.timer(f.procedure, time.perf_counter() - started)
-        if executor.seal is not None:
+        if executor.record_check is not None:
             try:
-                executor.seal(ws, [])
+                executor.record_check(ws, [])
             except TxnAbort as e:
                 return Failed(e.reason, str(e))
         try:

@@ -60,14 +60,14 @@ class HopRouter:
         if inbox is None:
             if tuples:
                 self.executor.run(proc, proc.input, batch_id, tuples)
-                ledger.group.batches += 1
+                ledger.group.stats.batches += 1
             ledger.advance(source)
             return
         inbox.receive(sender, batch_id, tuples, source[2])
         for ready, parts in inbox.ready():
             whole = [t for part in parts for t in part.tuples]
             self.executor.run(proc, proc.input, ready, whole)
-            ledger.group.batches += 1
+            ledger.group.stats.batches += 1
         position = inbox.position()
         if position is not None:
             ledger.set_position(source[0], position)

@@ -1,6 +1,6 @@
 """A partition engine's batch ledger: the group in progress and what it records of inputs.
 
-The ledger owns the `Group` being filled until the commit path takes it, and the system
+The ledger owns the `CommitGroup` being filled until the commit path takes it, and the system
 keys kept in it beside the user's state: each input's next offset, each stream's last batch
 id and that batch's digest, so a redelivery is skipped and a stale batch dead-lettered.
 It also keeps the order border batches and OLTP records ran in, for `txstream verify`.
@@ -17,7 +17,7 @@ from txstream.engine.group import (
     SYS_TABLE,
     AbortRecord,
     BatchRun,
-    Group,
+    CommitGroup,
     Journal,
     JournalEntry,
     Outcome,
@@ -37,8 +37,10 @@ class BatchLedger:
     def __init__(self, base: Base, partition: int) -> None:
         self.base = base
         self.partition = partition
-        self.group = Group()
+        self.group = CommitGroup()
         self._local_in_flight = False  # the group taken in flight holds per-partition work
+        # stream -> the record of its last batch in the group, whose digest `take` stores
+        self._records: dict[str, bytes | None] = {}
         # stream -> told each batch id completed on it (serializable reads wait on them)
         self._watchers: dict[str, Callable[[int], None]] = {}
 
@@ -76,8 +78,8 @@ class BatchLedger:
         kept, counted in the group, and its watcher told."""
         group = self.group
         self.set_sys(last_batch_key(stream, self.partition), batch_id)
-        group.records[stream] = record
-        group.batches += 1
+        self._records[stream] = record
+        group.stats.batches += 1
         group.first_batch_ids.setdefault(stream, batch_id)
         group.last_batch_ids[stream] = batch_id
         order = group.order
@@ -93,13 +95,13 @@ class BatchLedger:
         """A batch id not above `last`: a re-send of the last batch, or a dead letter."""
         group = self.group
         digest = None if record is None else batch_digest(record)
-        if stream in group.records:
-            held = group.records[stream]
+        if stream in self._records:
+            held = self._records[stream]
             known = None if held is None else batch_digest(held)
         else:
             known = self.sys_value(digest_key(stream, self.partition))
         if batch_id == last and digest is not None and digest == known:
-            group.stale[(stream, "resend")] += 1
+            group.stats.stale[(stream, "resend")] += 1
             return Outcome.DUPLICATE
         if batch_id < last:
             why = "batch ids must increase"
@@ -117,12 +119,12 @@ class BatchLedger:
                 f"above the last batch id {last} processed there, and {why}: not processed",
             )
         )
-        group.stale[(stream, "dead_letter")] += 1
+        group.stats.stale[(stream, "dead_letter")] += 1
         return Outcome.STALE
 
     def resent(self, stream: str) -> None:
         """A batch skipped as an exact re-send of one already taken."""
-        self.group.stale[(stream, "resend")] += 1
+        self.group.stats.stale[(stream, "resend")] += 1
 
     def reject(self, stream: str, source: Source, reason: str, error: str) -> None:
         """An input record that is not a batch at all: record why, and move past it."""
@@ -145,43 +147,43 @@ class BatchLedger:
 
     def executed(self) -> None:
         """One more execution (a TE, or an OLTP transaction) in the group."""
-        self.group.executions += 1
+        self.group.stats.executions += 1
 
     def oltp_aborted(self, procedure: str, reason: str) -> None:
-        self.group.oltp_aborts[(procedure, reason)] += 1
+        self.group.stats.oltp_aborts[(procedure, reason)] += 1
 
     def reply(self, reply: EngineReply, urgent: bool = False) -> None:
         """An OLTP reply, sent with the group; `urgent`: a 2PC vote or a promise that
         the coordinator waits on, so the group commits at the end of the run."""
         self.group.replies.append(reply)
         if urgent:
-            self.group.urgent = True
+            self.group.flags.urgent = True
 
     def local(self) -> None:
         """Per-partition work is in the group (spanning batches wait for its commit)."""
-        self.group.local = True
+        self.group.flags.local = True
 
     @property
     def local_uncommitted(self) -> bool:
         """Per-partition work is in the group, or in the commit in flight."""
-        return self.group.local or self._local_in_flight
+        return self.group.flags.local or self._local_in_flight
 
     # --- the group's life ----------------------------------------------------------------
 
-    def take(self, in_flight: bool = False) -> Group:
+    def take(self, in_flight: bool = False) -> CommitGroup:
         """Hand the group to the commit path and start a new one; each stream's last batch
         digest goes in as a system key. A group taken `in_flight` is not in the base yet:
         the new one reads through its writes until `committed` says they are."""
         group = self.group
-        for stream, record in group.records.items():
+        for stream, record in self._records.items():
             key = digest_key(stream, self.partition)
             if record is None:
                 group.ws.put(SYS_TABLE, key, TOMBSTONE)
             else:
                 group.ws.put(SYS_TABLE, key, {"value": batch_digest(record)})
-        group.records.clear()
-        self.group = Group(WriteSet(group.ws)) if in_flight else Group()
-        self._local_in_flight = in_flight and group.local
+        self._records.clear()
+        self.group = CommitGroup(WriteSet(group.ws)) if in_flight else CommitGroup()
+        self._local_in_flight = in_flight and group.flags.local
         return group
 
     def committed(self) -> None:

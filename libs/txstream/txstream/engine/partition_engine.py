@@ -21,11 +21,11 @@ from typing import Any
 
 from txstream.engine.executor import TeExecutor
 from txstream.engine.group import (
-    Group,
+    CommitGroup,
     Journal,
     JournalEntry,
     Outcome,
-    Seal,
+    RecordCheck,
     Source,
     SysKey,
     digest_key,
@@ -53,7 +53,7 @@ class PartitionEngine:
         params: Mapping[str, Any],
         journal: Journal = Journal.NONE,
         timer: Callable[[str, float], None] | None = None,
-        seal: Seal | None = None,
+        record_check: RecordCheck | None = None,
         flat_tables: frozenset[str] = frozenset(),
         owner: Owner | None = None,
         partitions: int = 1,
@@ -74,7 +74,7 @@ class PartitionEngine:
         self.owner: Owner = owner or (lambda key: partition)
         self.ledger = BatchLedger(base, partition)
         self.executor = TeExecutor(
-            dataflow, self.ledger, params, self.owner, journal, timer, seal, flat_tables
+            dataflow, self.ledger, params, self.owner, journal, timer, record_check, flat_tables
         )
         self.participant = Participant(self.ledger, self.executor)
         self.spanning = frozenset(dataflow.spanning_streams)
@@ -84,7 +84,7 @@ class PartitionEngine:
         self._loaded = False
 
     @property
-    def group(self) -> Group:
+    def group(self) -> CommitGroup:
         """The group in progress (`BatchLedger`)."""
         return self.ledger.group
 
@@ -190,7 +190,7 @@ class PartitionEngine:
         """An input record that is not a batch at all: record why, and move past it."""
         self.ledger.reject(stream, source, reason, error)
 
-    def take_group(self, in_flight: bool = False) -> Group:
+    def take_group(self, in_flight: bool = False) -> CommitGroup:
         """Hand the accumulated group to the commit path and start a new one. A group
         taken `in_flight` is not in the base yet: the new one reads through its writes
         until `committed` says they are."""

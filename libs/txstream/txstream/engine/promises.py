@@ -31,7 +31,7 @@ from typing import Any
 
 from txstream.engine import held_writes
 from txstream.engine.formulas import Formula, pinned
-from txstream.engine.group import Group
+from txstream.engine.group import CommitGroup
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read
 from txstream.model.declarations import Key, Record, Table
 from txstream.model.errors import TxnAbort
@@ -108,7 +108,7 @@ class Promises:
     """The promised transactions this engine holds until SERIALIZE decides them, and those
     committed but waiting to land until no prepared 2PC transaction locks their rows."""
 
-    def __init__(self, base: Base, group: Callable[[], Group]) -> None:
+    def __init__(self, base: Base, group: Callable[[], CommitGroup]) -> None:
         self._base = base
         self._group = group
         self.held: dict[str, WriteSet] = {}  # txn id -> its write set

@@ -47,12 +47,12 @@ from txstream.recovery.command_log import CommandLogCodec
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.recovery.replay import replay
 from txstream.recovery.sources import BorderSources
-from txstream.runtime.checked_mode import CheckedMode
 from txstream.runtime.exchange_sender import ExchangeSender
 from txstream.runtime.input_router import InputRecord, InputRouter
 from txstream.runtime.inputs import Inputs
 from txstream.runtime.partition_state import PartitionState
 from txstream.runtime.task_metrics import TaskMetrics
+from txstream.runtime.unencodable_marker import UnencodableMarker
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
@@ -155,7 +155,7 @@ class PartitionTask:
         started = time.monotonic()
         self.state = self.partition_state.open()
         self._opened.callback(self.partition_state.close)
-        seal = RecordLimit(
+        record_check = RecordLimit(
             self.settings.kafka_max_record_bytes, self.topics, self.batch_codecs, self.codec
         )
         engines = self._engines()
@@ -166,7 +166,7 @@ class PartitionTask:
             self.app.params,
             self.recovery.journal,
             timer=metrics.te_timer(self.app.name),
-            seal=seal,
+            record_check=record_check,
             flat_tables=self.codec.flat_tables,
             owner=None if engines is None else partial(partition_of, partitions=engines),
             partitions=engines or 1,
@@ -184,7 +184,9 @@ class PartitionTask:
         )
         if self.exchange is not None:
             self._opened.callback(self.exchange.close)
-        self.checked = CheckedMode(self.state_dir.with_name(f"p{self.partition}.checked"), seal)
+        self.checked = UnencodableMarker(
+            self.state_dir.with_name(f"p{self.partition}.checked"), record_check
+        )
         self.checked.load()
         held = self._restore()
         self.recovered_s = time.monotonic() - started
@@ -308,7 +310,7 @@ class PartitionTask:
         """Whether to start a commit now (`CommitPipeline.due`)."""
         group = self.engine.group
         # spanning input may wait for this group's per-partition work
-        waits = self.router.spanning and group.local and self.router.waiting
+        waits = self.router.spanning and group.flags.local and self.router.waiting
         return self.pipeline.due(group, end_of_run=end_of_run, backlog=backlog, input_waits=waits)
 
     def idle_wait(self, longest_s: float) -> float:
@@ -362,7 +364,7 @@ class PartitionTask:
         self.metrics.committed(group, commit.seconds)
         if any(r.kind == "vote" for r in group.replies):
             failpoints.hit("engine.after_vote")
-        self.partition_state.committed(group.batches)
+        self.partition_state.committed(group.stats.batches)
 
     def snapshot(self) -> None:
         self.partition_state.snapshot()

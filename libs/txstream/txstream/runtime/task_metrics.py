@@ -7,7 +7,7 @@ import logging
 import time
 from collections.abc import Mapping
 
-from txstream.engine.group import Group
+from txstream.engine.group import CommitGroup
 from txstream.engine.hops import HopInbox
 from txstream.engine.span_runner import SpanRunner
 from txstream.observability import metrics
@@ -30,20 +30,21 @@ class TaskMetrics:
         metrics.RECOVERY_SECONDS.labels(*self._labels).set(seconds)
         metrics.RECOVERED_RECORDS.labels(*self._labels).set(records)
 
-    def committed(self, group: Group, seconds: float) -> None:
+    def committed(self, group: CommitGroup, seconds: float) -> None:
         """Metrics of a committed group: exact, since it is committed only once."""
         app, part = self._labels
-        metrics.BATCHES.labels(app, part).inc(group.batches)
-        metrics.EXECUTIONS.labels(app, part).inc(group.executions)
-        metrics.GROUP_BATCHES.labels(app).observe(group.batches)
+        stats = group.stats
+        metrics.BATCHES.labels(app, part).inc(stats.batches)
+        metrics.EXECUTIONS.labels(app, part).inc(stats.executions)
+        metrics.GROUP_BATCHES.labels(app).observe(stats.batches)
         metrics.GROUP_SECONDS.labels(app).observe(seconds)
         for a in group.aborts:
             metrics.ABORTS.labels(app, a.procedure, a.reason).inc()
-        for (procedure, reason), n in group.oltp_aborts.items():
+        for (procedure, reason), n in stats.oltp_aborts.items():
             metrics.ABORTS.labels(app, procedure, reason).inc(n)
-        for (stream, outcome), n in group.stale.items():
+        for (stream, outcome), n in stats.stale.items():
             metrics.STALE_BATCHES.labels(app, stream, outcome).inc(n)
-        for window, n in group.slides.items():
+        for window, n in stats.slides.items():
             metrics.SLIDES.labels(app, window).inc(n)
         for r in group.replies:
             if r.kind == "vote":

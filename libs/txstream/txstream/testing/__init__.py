@@ -28,7 +28,7 @@ from typing import Any
 
 from txstream.commit.record_limit import RecordLimit
 from txstream.config import Settings
-from txstream.engine.group import AbortRecord, Group, Outcome, OutputBatch
+from txstream.engine.group import AbortRecord, CommitGroup, Outcome, OutputBatch
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.windows import WindowState
 from txstream.engine.writeset import TOMBSTONE
@@ -68,7 +68,7 @@ class MemoryState:
     def window(self, name: str) -> WindowState | None:
         return self.windows.get(name)
 
-    def apply(self, group: Group) -> None:
+    def apply(self, group: CommitGroup) -> None:
         """A committed group's writes, as the commit path applies them to RocksDB."""
         for table, rows in group.ws.tables.items():
             target = self.tables.setdefault(table, {})
@@ -100,7 +100,7 @@ class AppTester:
         self.app = app
         self._inject: dict[str, str] = {}
         dataflow = build_dataflow(self._injectable(app))
-        seal = None
+        record_check = None
         flat: frozenset[str] = frozenset()
         if check_schemas:
             registry = SchemaRegistry(schema_dir or Settings().schema_dir)
@@ -108,15 +108,15 @@ class AppTester:
             codecs = {
                 s.name: BatchCodec(registry.get(s.schema)) for s in dataflow.decl.streams.values()
             }
-            seal = RecordLimit(
+            record_check = RecordLimit(
                 Settings().kafka_max_record_bytes, AppTopics(app.name), codecs, codec
             )
-            seal.checked = True
+            record_check.checked = True
             flat = codec.flat_tables
         self.state = MemoryState()
         self.engine = PartitionEngine(
             dataflow, self.state, 0, dict(app.params if params is None else params),
-            seal=seal, flat_tables=flat, owner=partial(partition_of, partitions=1),
+            record_check=record_check, flat_tables=flat, owner=partial(partition_of, partitions=1),
         )  # fmt: skip
         self._next_ids: dict[str, int] = {}
         self._outputs: dict[str, list[tuple[int, list[Record]]]] = {}
