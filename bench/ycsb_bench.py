@@ -183,8 +183,10 @@ def txstream_load(client: TxClient, records: int, partitions: int) -> None:
             raise RuntimeError(f"loading keys {chunk[0]}..{chunk[-1]}: {r.reason} {r.detail}")
 
 
-def txstream_run(client: TxClient, workload: str, ops: list[Op], in_flight: int) -> Result:
-    result = Result("txstream", workload)
+def txstream_run(
+    client: TxClient, workload: str, ops: list[Op], in_flight: int, system: str = "txstream"
+) -> Result:
+    result = Result(system, workload)
     done_at: dict[Future[TxnResult], float] = {}
     pending: dict[Future[TxnResult], float] = {}
 
@@ -301,6 +303,12 @@ def main() -> int:
     p.add_argument("--in-flight", type=int, default=256, help="txstream: outstanding operations")
     p.add_argument("--clients", type=int, default=8, help="PostgreSQL: connections")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--paths",
+        default="direct",
+        help="txstream's paths for single-partition operations, comma-separated: direct "
+        "(client to the partition's engine) and/or coordinator (through the coordinator)",
+    )
     args = p.parse_args()
     workloads = [w.strip().lower() for w in args.workloads.split(",")]
     unknown = [w for w in workloads if w not in MIXES]
@@ -314,13 +322,19 @@ def main() -> int:
     print(
         f"txstream: {name}, {args.workers} workers, {args.partitions} partitions", file=sys.stderr
     )
-    with txstream_app(settings, name, args.partitions, args.workers), TxClient(name, settings) as c:
-        txstream_load(c, args.records, args.partitions)
-        for w in workloads:
-            results.append(txstream_run(c, w, plans[w], args.in_flight))
-            print(results[-1].row(), file=sys.stderr)
-        if (n := txstream_rows(c)) != args.records:
-            problems.append(f"txstream holds {n} rows, not {args.records}")
+    paths = [p.strip() for p in args.paths.split(",")]
+    if not set(paths) <= {"direct", "coordinator"}:
+        p.error(f"--paths {args.paths!r}: each is direct or coordinator")
+    systems = {path: "txstream" if paths == ["direct"] else f"txstream ({path})" for path in paths}
+    with txstream_app(settings, name, args.partitions, args.workers):
+        for path in paths:
+            with TxClient(name, settings, direct=path == "direct") as c:
+                txstream_load(c, args.records, args.partitions)
+                for w in workloads:
+                    results.append(txstream_run(c, w, plans[w], args.in_flight, systems[path]))
+                    print(results[-1].row(), file=sys.stderr)
+                if (n := txstream_rows(c)) != args.records:
+                    problems.append(f"txstream holds {n} rows, not {args.records}")
     with private_cluster() as cluster:
         print(f"PostgreSQL {cluster.version}, {args.clients} connections", file=sys.stderr)
         pg_load(cluster.dsn, args.records)
@@ -339,8 +353,9 @@ def main() -> int:
         print(r.row())
     rates = {(r.system, r.workload): len(r.latencies_ms) / r.seconds for r in results}
     for w in workloads:
-        ratio = rates[("txstream", w)] / rates[("PostgreSQL", w)]
-        print(f"workload {w.upper()}: txstream / PostgreSQL = {ratio:.2f}x ops/s")
+        for system in systems.values():
+            ratio = rates[(system, w)] / rates[("PostgreSQL", w)]
+            print(f"workload {w.upper()}: {system} / PostgreSQL = {ratio:.2f}x ops/s")
     for problem in problems:
         print(f"CHECK FAILED: {problem}")
     return 1 if problems else 0

@@ -14,7 +14,7 @@ from tests.integration.sequencer_driver import unique
 from tests.integration.service_cluster import ServiceCluster
 from tests.kafka_reads import read_to_end
 from tests.service_process import ServiceProcess
-from txstream.client import TxClient, fragment
+from txstream.client import OltpTimeout, TxClient, fragment
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config
@@ -89,8 +89,15 @@ class BankCluster(ServiceCluster):
         """Open the accounts, retrying while the stack is still coming up."""
         deadline = time.monotonic() + timeout_s
         for a in accounts:
+            request_id = None
             while True:
-                r = client.call([fragment(a, "open_accounts", accounts=[a])], 10)
+                frags = [fragment(a, "open_accounts", accounts=[a])]
+                try:
+                    r = client.call(frags, 10, request_id=request_id)
+                except OltpTimeout as e:  # no worker yet: ask again for the same outcome
+                    request_id = e.request_id
+                    assert time.monotonic() < deadline, f"could not open account {a}: no answer"
+                    continue
                 if r.ok:
                     break
                 assert time.monotonic() < deadline, f"could not open account {a}: {r}"

@@ -1,11 +1,14 @@
-"""The Python client of a txstream app's coordinator: transactions and queries over Kafka.
+"""The Python client of a txstream app: transactions and queries over Kafka.
 
-Requests go to `<app>.oltp.in`; results come back on `<app>.oltp.out`, read committed, so
-a result is seen only once what it reports is durable. One background thread reads the
-results and completes the waiting futures; `submit` keeps many requests in flight.
-A promised (BASIC) transaction goes straight to its partition's log instead
-(`<app>.promises`): the broker's acknowledgement is the promise, and the final status
-comes later on the same results topic (`engine.promises`, `docs/consistency.md`).
+A transaction whose fragments all run on one partition goes straight to that partition's
+engine (`<app>.promises`, kind `direct`), which runs it in its serial order and answers the
+client with its group commit: no coordinator on its path. Multi-partition transactions
+(2PC) and queries go to the coordinator (`<app>.oltp.in`). Every answer comes back on
+`<app>.oltp.out`, read committed, so a result is seen only once what it reports is durable.
+One background thread reads the results and completes the waiting futures; `submit` keeps
+many requests in flight. A promised (BASIC) transaction goes to its partition's log too:
+the broker's acknowledgement is the promise, and the final status comes later on the same
+results topic (`engine.promises`, `docs/consistency.md`).
 """
 
 from __future__ import annotations
@@ -50,7 +53,22 @@ log = logging.getLogger(__name__)
 
 
 class OltpTimeout(TimeoutError):
-    """No result in time: the outcome is unknown (the coordinator may still finish it)."""
+    """No result in time: the outcome is unknown (the coordinator or engine may still
+    finish it). Call again with `request_id` to learn it: a direct transaction that ran is
+    answered again, never run twice."""
+
+    def __init__(self, message: str, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.request_id = request_id
+
+
+class Pending(Future[TxnResult]):
+    """A request's future, with what it was sent as."""
+
+    def __init__(self, request_id: str, partition: int | None) -> None:
+        super().__init__()
+        self.request_id = request_id
+        self.partition = partition  # a direct transaction's partition; None: the coordinator
 
 
 @dataclass(frozen=True)
@@ -77,8 +95,17 @@ class Promise:
 
 
 class TxClient:
-    def __init__(self, app: str, settings: Settings | None = None, timeout_s: float = 30.0):
+    def __init__(
+        self,
+        app: str,
+        settings: Settings | None = None,
+        timeout_s: float = 30.0,
+        direct: bool = True,
+    ) -> None:
+        """`direct`: single-partition transactions go straight to their partition's engine
+        (False sends every request through the coordinator, as before that path existed)."""
         self.settings = settings or Settings()
+        self.direct = direct
         self.topics = AppTopics(app)
         self.timeout_s = timeout_s
         self.wire = Wire(SchemaRegistry(self.settings.schema_dir))
@@ -110,17 +137,34 @@ class TxClient:
         fragments: Sequence[Fragment] = (),
         query: Query | None = None,
         timeout_s: float | None = None,
-    ) -> Future[TxnResult]:
-        """Send one transaction (fragments, run atomically) or one query; do not wait."""
-        request_id = uuid.uuid4().hex
-        future: Future[TxnResult] = Future()
+        request_id: str | None = None,
+    ) -> Pending:
+        """Send one transaction (fragments, run atomically) or one query; do not wait.
+        `request_id`: that of an earlier send whose outcome is unknown (`OltpTimeout`), to
+        learn it; a new one by default."""
+        request_id = request_id or uuid.uuid4().hex
+        partition = self._direct_partition(fragments) if query is None else None
+        future = Pending(request_id, partition)
         with self._lock:
             self._pending[request_id] = future
-        timeout_ms = int((timeout_s or self.timeout_s) * 1000)
-        req = TxnRequest(request_id, self.topics.oltp_out, timeout_ms, list(fragments), query)
-        send(self.producer, self.topics.oltp_in, self.wire.encode(req), partition=0)
+        if partition is not None:
+            run = EngineRequest(f"p.{request_id}", 0, "direct", request_id,
+                                self.topics.oltp_out, list(fragments))  # fmt: skip
+            send(self.producer, self.topics.promises, self.wire.encode(run), partition=partition)
+        else:
+            timeout_ms = int((timeout_s or self.timeout_s) * 1000)
+            req = TxnRequest(request_id, self.topics.oltp_out, timeout_ms, list(fragments), query)
+            send(self.producer, self.topics.oltp_in, self.wire.encode(req), partition=0)
         self.producer.poll(0)
         return future
+
+    def _direct_partition(self, fragments: Sequence[Fragment]) -> int | None:
+        """The one partition all `fragments` run on, if they go there directly."""
+        if not self.direct or not fragments:
+            return None
+        parts = self._partition_count()
+        placed = {partition_of(key_of(f.key), parts) for f in fragments}
+        return placed.pop() if len(placed) == 1 else None
 
     def promise(self, fragments: Sequence[Fragment], level: str = "BASIC") -> Promise:
         """Send a promised transaction: no coordinator round before the promise. Its
@@ -177,8 +221,15 @@ class TxClient:
         while not self._stop.is_set():
             self.producer.poll(0.05)
 
-    def call(self, fragments: Sequence[Fragment], timeout_s: float | None = None) -> TxnResult:
-        return self.wait(self.submit(fragments, timeout_s=timeout_s), timeout_s)
+    def call(
+        self,
+        fragments: Sequence[Fragment],
+        timeout_s: float | None = None,
+        request_id: str | None = None,
+    ) -> TxnResult:
+        """Run one transaction and wait for its outcome (`submit`, then `wait`)."""
+        future = self.submit(fragments, timeout_s=timeout_s, request_id=request_id)
+        return self.wait(future, timeout_s)
 
     def query(
         self,
@@ -206,11 +257,22 @@ class TxClient:
     def wait(self, future: Future[TxnResult], timeout_s: float | None = None) -> TxnResult:
         # No flush: linger.ms sends the request within 1 ms, and a flush here cost each
         # wait a broker round trip, which capped a client with many requests in flight.
+        timeout = timeout_s or self.timeout_s
+        partition = future.partition if isinstance(future, Pending) else None
+        if partition is None:
+            timeout += 30  # the coordinator's own timeout answers first; this covers its absence
         try:
-            # The coordinator's own timeout answers first; this one covers its absence.
-            return future.result((timeout_s or self.timeout_s) + 30)
+            return future.result(timeout)
         except FutureTimeout as e:
-            raise OltpTimeout("no result from the coordinator: is it running?") from e
+            if partition is None:
+                raise OltpTimeout("no result from the coordinator: is it running?") from e
+            request_id = future.request_id if isinstance(future, Pending) else "?"
+            raise OltpTimeout(
+                f"no answer in {timeout:.0f} s from the engine of partition {partition} of "
+                f"{self.topics.app}: is a worker of the app running? The outcome is unknown: "
+                f"call again with request_id={request_id!r} to learn it (it runs once at most)",
+                request_id,
+            ) from e
 
     def _read(self) -> None:
         while not self._stop.is_set():

@@ -29,6 +29,7 @@ from typing import Any
 from confluent_kafka import KafkaError, Message, Producer
 from fastavro.types import Schema
 
+from txstream import failpoints
 from txstream.commit.markers import commit_end
 from txstream.engine.group import ORDER_HEADER, CommitGroup, encode_order
 from txstream.kafka.clients import DeliveryLatch, delivery_failure, error_text, send, send_many
@@ -123,6 +124,8 @@ class GroupCommitter:
             self._produce_all(group, writes, positions)
             # 2. Flush: every record acknowledged before the commit is asked for.
             self.producer.flush()
+            if group.results:  # a direct transaction ran, and its answer is not out yet
+                failpoints.hit("commit.before_direct_answer")
             if self._failures.errors:
                 cause = error_text(delivery_failure(self.producer, self._failures.errors))
                 raise CommitError(f"records were not acknowledged: {cause}")
@@ -161,11 +164,13 @@ class GroupCommitter:
         (docs/benchmarks.md, commit path)."""
         self._produce_notice(group)
         self._produce_log(group, writes, positions)
-        if group.replies:
+        if group.replies or group.results:
             if self.wire is None:
                 raise CommitError("the group holds OLTP replies but the committer has no codec")
             for reply in group.replies:
                 self._send(self.topics.replies, self.wire.encode(reply), partition=0)
+            for reply_to, result in group.results:  # checked by the task (`reply_problem`)
+                self._send(reply_to, self.wire.encode(result), partition=0)
         for a in group.aborts:
             record = {"app": self.topics.app, **asdict(a), "error": capped(a.error)}
             self._send(self.topics.aborts, encode_record(self.abort_schema, record),

@@ -102,7 +102,7 @@ class CommitPipeline:
         if input_waits:
             return True
         wait_ms = self.policy.wait_ms(backlog)
-        if group.replies:  # a client waits on each OLTP reply
+        if group.replies or group.results:  # a client waits on each OLTP reply
             wait_ms = min(wait_ms, OLTP_GROUP_MS)
         return full or (time.monotonic() - self._opened) * 1000 >= wait_ms
 

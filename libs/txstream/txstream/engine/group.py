@@ -17,7 +17,7 @@ from typing import Final, final
 
 from txstream.engine.writeset import WriteSet
 from txstream.model.declarations import Record
-from txstream.oltp.messages import EngineReply
+from txstream.oltp.messages import EngineReply, TxnResult
 
 SYS_TABLE = "__sys__"
 OLTP_STREAM = "__oltp__"  # journal entries for coordinator requests and decisions
@@ -177,6 +177,8 @@ class CommitGroup:
     order: list[BatchRun] = field(default_factory=list)
     journal: list[JournalEntry] = field(default_factory=list)
     replies: list[EngineReply] = field(default_factory=list)  # OLTP, to the coordinator
+    # direct transactions' results, straight to their clients: (reply topic, result)
+    results: list[tuple[str, TxnResult]] = field(default_factory=list)
     # spanning batches whose part on this engine ran in it, with every engine that has one:
     # marked on the changelog (`commit.markers`) so readers take all parts or none
     spans: list[SpanPart] = field(default_factory=list)
@@ -186,7 +188,7 @@ class CommitGroup:
     @property
     def empty(self) -> bool:
         """Nothing to commit: no state write (positions included) and no OLTP reply."""
-        return not self.ws.tables and not self.replies
+        return not self.ws.tables and not self.replies and not self.results
 
 
 class Outcome(StrEnum):

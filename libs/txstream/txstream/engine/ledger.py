@@ -29,7 +29,7 @@ from txstream.engine.group import (
     position_key,
 )
 from txstream.engine.writeset import TOMBSTONE, Base, WriteSet, read
-from txstream.oltp.messages import EngineReply
+from txstream.oltp.messages import EngineReply, TxnResult
 
 
 @final
@@ -158,6 +158,10 @@ class BatchLedger:
         self.group.replies.append(reply)
         if urgent:
             self.group.flags.urgent = True
+
+    def result(self, reply_to: str, result: TxnResult) -> None:
+        """A direct transaction's result, sent to its client with the group."""
+        self.group.results.append((reply_to, result))
 
     def local(self) -> None:
         """Per-partition work is in the group (spanning batches wait for its commit)."""

@@ -26,6 +26,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from txstream.engine import held_writes
+from txstream.engine.direct import DirectAnswers
 from txstream.engine.executor import TeExecutor
 from txstream.engine.fragments import Conflict, Failed, FragmentRunner
 from txstream.engine.group import AbortRecord
@@ -41,6 +42,7 @@ from txstream.oltp.messages import (
     Decision,
     EngineReply,
     EngineRequest,
+    TxnResult,
     key_of,
 )
 from txstream.oltp.predicates import aggregate, aggregates_of, conditions_of, matches
@@ -54,6 +56,9 @@ _REMEMBERED_ABORTS = 10_000
 MAX_ROWS_BYTES = 256 * 1024
 # Serializable reads waiting here for a batch to run; past that, the oldest is refused.
 MAX_PARKED = 1_000
+# Reasons a transaction was refused without running, not aborted: its status is "failed",
+# as the coordinator reports the same refusals.
+_REFUSED = frozenset({"unknown_procedure", "bad_request"})
 
 
 @dataclass
@@ -72,6 +77,7 @@ class Participant:
         self.ledger = ledger
         self.executor = executor
         self.fragments = FragmentRunner(executor, ledger, self.guard)
+        self.direct = DirectAnswers(ledger)
         self.prepared: dict[str, Prepared] = {}
         self.locks: dict[str, dict[Key, str]] = {}  # table -> key -> holding txn
         # Aborts that arrived before their (deferred) prepare: that prepare must vote no.
@@ -122,6 +128,8 @@ class Participant:
                 self._promise(req)
             elif req.kind == "base":  # a client's, acknowledged before it ran: no epoch
                 self._run(req, False, "base")
+            elif req.kind == "direct":  # a client's, answered by this engine: no epoch
+                self._direct(req)
             else:
                 raise ValueError(f"unknown engine request kind {req.kind!r}")
         except Conflict:
@@ -214,6 +222,29 @@ class Participant:
         ws, results = outcome
         self.executor.merge(ws)
         self._reply(req.txn_id, reply, True, results=results, req=req)
+
+    def _direct(self, req: EngineRequest) -> None:
+        """A single-partition ACID transaction straight from its client, answered to the
+        client with the group; a resend of one that ran gets the first answer, and runs
+        no second time (`engine.direct`)."""
+        kept = self.direct.find(req.request_id)
+        if kept is not None:
+            self.ledger.result(req.reply_to, kept)
+            return
+        outcome = self.fragments.execute(req.fragments)
+        here = [self.ledger.partition]
+        if isinstance(outcome, Failed):
+            self.ledger.oltp_aborted(outcome.procedure, outcome.reason)
+            status = "failed" if outcome.reason in _REFUSED else "aborted"
+            result = TxnResult(req.request_id, req.txn_id, status, outcome.reason,
+                               outcome.detail, partitions=here)  # fmt: skip
+        else:
+            ws, results = outcome
+            self.executor.merge(ws)
+            result = TxnResult(req.request_id, req.txn_id, "committed", results=results,
+                               partitions=here)  # fmt: skip
+        self.direct.keep(result)
+        self.ledger.result(req.reply_to, result)
 
     def _prepare(self, req: EngineRequest, stale: bool) -> None:
         outcome = self._attempt(req, stale)

@@ -164,7 +164,7 @@ class EngineRequest(Message):
     type_byte = b"E"
     txn_id: str
     epoch: int
-    kind: str  # run | prepare | read | promise | base (the last two from a client)
+    kind: str  # run | prepare | read (the coordinator's); promise | base | direct (a client's)
     request_id: str
     reply_to: str
     fragments: list[Fragment] = field(default_factory=list)
@@ -172,7 +172,8 @@ class EngineRequest(Message):
 
 
 # The engine request kinds a client writes, on the promises topic; the coordinator the rest.
-CLIENT_REQUEST_KINDS = frozenset({"promise", "base"})
+# A direct one is a single-partition ACID transaction sent straight to its partition.
+CLIENT_REQUEST_KINDS = frozenset({"promise", "base", "direct"})
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,11 @@ log = logging.getLogger(__name__)
 InputRecord = tuple[str, int, bytes | None, bytes | None]
 
 
+class RefusedReplyTo(ValueError):
+    """A direct transaction names a reply topic that is not the app's client reply topic:
+    dead-lettered, never run, so a client cannot make an engine write anywhere else."""
+
+
 class InputRouter:
     def __init__(
         self,
@@ -228,7 +233,11 @@ class InputRouter:
             if not self._apply_oltp(topic, offset, value, reads_only):
                 return False
         except (ValueError, TypeError, EOFError, KeyError) as e:
-            reason = "unauthenticated" if isinstance(e, Unauthenticated) else "undecodable"
+            reason = "undecodable"
+            if isinstance(e, Unauthenticated):
+                reason = "unauthenticated"
+            elif isinstance(e, RefusedReplyTo):
+                reason = "refused_reply_to"
             self.engine.reject(topic, (topic, self.partition, offset), reason, str(e))
             return True
         self.engine.journal_oltp(topic, offset)
@@ -247,8 +256,12 @@ class InputRouter:
             # clients write promises, and only the coordinator the requests
             raise ValueError(
                 f"a {req.kind!r} request on {topic}: {self.topics.promises} takes promised "
-                "(BASIC, BASE) transactions only, and nothing else does"
+                "(BASIC, BASE) and direct transactions only, and nothing else does"
             )
+        if req.kind == "direct":
+            problem = self.topics.reply_problem(req.reply_to)
+            if problem is not None:
+                raise RefusedReplyTo(problem)
         if req.kind != "read" and (
             reads_only or (self.spanning and self.engine.spans.holds(spanning=False))
         ):

@@ -14,6 +14,7 @@ from fastavro import parse_schema
 from fastavro.types import Schema
 
 from txstream.engine import windows as win
+from txstream.engine.direct import DIRECT_ORDER_TABLE, DIRECT_TABLE
 from txstream.engine.epochs import EPOCH_TABLE
 from txstream.engine.group import SYS_TABLE
 from txstream.engine.participant import PREPARED_TABLE
@@ -33,6 +34,16 @@ SYS_SCHEMA = parse_schema(
         "name": "SysValue",
         "namespace": "txstream",
         "fields": [{"name": "value", "type": "long"}],
+    }
+)
+
+DIRECT_SCHEMA = parse_schema(
+    {
+        "type": "record",
+        "name": "DirectAnswer",
+        "namespace": "txstream",
+        "doc": "A direct transaction's answer, or the request id kept n-th (`engine.direct`).",
+        "fields": [{"name": "value", "type": "string"}],
     }
 )
 
@@ -98,6 +109,8 @@ class StateCodec:
         self.tables[PREPARED_TABLE] = PREPARED_SCHEMA
         self.tables[PROMISED_TABLE] = PREPARED_SCHEMA
         self.tables[EPOCH_TABLE] = EPOCH_SCHEMA
+        self.tables[DIRECT_TABLE] = DIRECT_SCHEMA
+        self.tables[DIRECT_ORDER_TABLE] = DIRECT_SCHEMA
         self.row_encoders = {t: RecordEncoder(s) for t, s in self.tables.items()}
         # A record of no fields (a set's membership rows) is zero bytes in Avro.
         self.empty_rows = {

@@ -1,0 +1,89 @@
+"""Direct transactions on the real broker: a single-partition transaction goes from the
+client straight to its partition's engine, and the engine answers the client.
+
+The worker is SIGKILLed after running a debit and before its group commit (which holds the
+answer) lands; the client, with no answer, sends the same request again. The restarted
+worker runs the first send (its commit never happened) and answers the resend from what
+it kept: the account is debited once, and both answers are the first outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from tests.conftest import KafkaEnv
+from tests.integration.bank_cluster import BankCluster
+from tests.integration.test_two_phase import KILLED
+from tests.kafka_reads import read_to_end
+from txstream.client import OltpTimeout, fragment
+from txstream.oltp.messages import EngineRequest, TxnResult, Wire
+from txstream.schemas.registry import SchemaRegistry
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def cluster(kafka: KafkaEnv, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BankCluster]:
+    c = BankCluster(kafka.settings, tmp_path_factory.mktemp("direct"))
+    try:
+        yield c
+    finally:
+        c.stop_all()
+
+
+def test_a_resend_after_a_worker_sigkill_runs_once_with_the_first_answer(
+    cluster: BankCluster,
+) -> None:
+    worker = cluster.worker()
+    cluster.coordinator()  # for the balance queries only
+    account = cluster.account_on(0)
+    with cluster.client(timeout_s=60) as client:
+        cluster.open(client, account)
+        worker.terminate()
+
+        crashing = cluster.worker("commit.before_direct_answer=kill")
+        debit = [fragment(account, "debit", account=account, amount=30)]
+        with pytest.raises(OltpTimeout) as timed_out:
+            client.call(debit, timeout_s=5)  # ran, and killed before its answer went out
+        assert crashing.wait_exit(120) == KILLED
+        request_id = timed_out.value.request_id
+        assert request_id is not None
+        resent = client.submit(debit, request_id=request_id)
+
+        cluster.worker()
+        result = client.wait(resent, 120)
+        assert result.ok and result.values() == [70], result
+        assert cluster.balance(client, account) == 70, "debited once"
+
+    wire = Wire(SchemaRegistry(cluster.settings.schema_dir))
+    sent = [wire.decode(EngineRequest, v, promises=True)
+            for _, v in read_to_end(cluster.settings, cluster.topics.promises)]  # fmt: skip
+    assert [r.request_id for r in sent].count(request_id) == 2, "the client sent it twice"
+    answers = [wire.decode(TxnResult, v)
+               for _, v in read_to_end(cluster.settings, cluster.topics.oltp_out)]  # fmt: skip
+    mine = [a for a in answers if a.request_id == request_id]
+    assert len(mine) == 2 and mine[0] == mine[1], "each send answered, both with the first outcome"
+    assert mine[0].partitions == [0]
+
+
+def test_a_direct_transaction_naming_another_reply_topic_is_refused(
+    cluster: BankCluster,
+) -> None:
+    """A client cannot make an engine write its answer to another topic of the app."""
+    cluster.worker()
+    cluster.coordinator()
+    account = cluster.account_on(0)
+    with cluster.client(timeout_s=60) as client:
+        cluster.open(client, account)
+        wire = Wire(SchemaRegistry(cluster.settings.schema_dir))
+        forged = EngineRequest("p.x", 0, "direct", "forged", cluster.topics.decisions,
+                               [fragment(account, "debit", account=account, amount=1)])  # fmt: skip
+        client.producer.produce(cluster.topics.promises, wire.encode(forged), partition=0)
+        client.producer.flush(10)
+        cluster.open(client, cluster.account_on(0))  # a later transaction: the forged one is past
+        assert cluster.balance(client, account) == 100, "the forged debit never ran"
+    aborts = [v for _, v in read_to_end(cluster.settings, cluster.topics.aborts)]
+    assert any(b"refused_reply_to" in v for v in aborts), "dead-lettered with its reason"
+    assert not read_to_end(cluster.settings, cluster.topics.decisions), "nothing written there"
