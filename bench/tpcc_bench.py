@@ -167,11 +167,11 @@ def txstream_run(client: TxClient, txns: list[Txn], in_flight: int) -> Result:
         complete, _ = wait(pending, 90, FIRST_COMPLETED)
         if not complete:
             raise RuntimeError(f"no answer in 90 s with {len(pending)} transactions outstanding")
-        for f in complete:
-            kind, t0 = pending.pop(f)
-            r = f.result()
+        for done in complete:
+            kind, t0 = pending.pop(done)
+            r = done.result()
             if r.ok:
-                result.done(kind, (done_at.get(f, time.perf_counter()) - t0) * 1000)
+                result.done(kind, (done_at.get(done, time.perf_counter()) - t0) * 1000)
             elif r.reason == "unused_item":
                 result.rolled_back += 1
             else:
