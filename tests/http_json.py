@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import socket
+import time
 import urllib.error
 import urllib.request
 from typing import Any
@@ -23,3 +25,16 @@ def http(
             return resp.status, json.loads(resp.read())
     except urllib.error.HTTPError as e:
         return e.code, json.loads(e.read())
+
+
+def wait_listening(port: int, timeout_s: float = 60.0) -> None:
+    """Wait until something accepts connections on 127.0.0.1:`port` (a server starting)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=1):
+                return
+        except OSError as e:
+            if time.monotonic() >= deadline:
+                raise TimeoutError(f"nothing listens on port {port} after {timeout_s:.0f} s") from e
+            time.sleep(0.1)

@@ -140,7 +140,7 @@ def assert_top_shows_the_workload(settings: Settings, tmp: Path) -> None:
     ServiceProcess(settings, ["top", "--once", "--interval", "1"], out, wide).wait_exit(60)
     text = out.read_text()
     for shown in ("validate", "maintain_leaderboard", "debit", "credit", "2pc_committed",
-                  "single_committed", "constraint_violation", "4 targets"):  # fmt: skip
+                  "direct_committed", "constraint_violation", "4 targets"):  # fmt: skip
         assert shown in text, f"{shown!r} not in `txstream top`:\n{text}"
 
 

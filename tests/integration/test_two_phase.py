@@ -20,7 +20,7 @@ import pytest
 
 from bank.dataflow import from_params
 from tests.conftest import KafkaEnv, free_port
-from tests.http_json import http
+from tests.http_json import http, wait_listening
 from tests.integration.bank_cluster import BankCluster, wait_for_text
 from tests.service_process import TXSTREAM, ServiceProcess
 from txstream.client import TxClient, fragment
@@ -165,6 +165,7 @@ def test_http_endpoint_and_cli(cluster: BankCluster, coordinator: list[ServicePr
     with cluster.client() as client:
         a, b = cluster.accounts_apart()
         cluster.open(client, a, b)
+    wait_listening(port)  # the accounts opened without the coordinator: its endpoint may lag
     body = {
         "fragments": [
             {"key": a, "procedure": "debit", "params": {"account": a, "amount": 5}},
@@ -250,6 +251,7 @@ def test_the_http_endpoint_keeps_to_its_openapi_document(
         with cluster.client() as client:
             a, b = cluster.accounts_apart()
             cluster.open(client, a, b)
+        wait_listening(port)
         run = schemathesis(port, tmp_path)
     finally:
         prometheus.process.stop()

@@ -55,7 +55,9 @@ def run(
         serve_metrics(settings, "coordinator", metrics_host, metrics_port)
     if http_port:
         console = ConsoleSources(application, settings, service.partitions, service.serving_machine)
-        client = TxClient(application.name, settings)
+        # Through the coordinator itself, which holds each request to its timeout: an HTTP
+        # caller gets a definite answer (a direct call could still run after it gave up).
+        client = TxClient(application.name, settings, direct=False)
         serve(client, http_host, http_port, settings.http_secret(), console)
         logging.getLogger(__name__).info(
             "HTTP on %s:%d, console at http://%s:%d/console",

@@ -85,6 +85,13 @@ def view(
         for outcome, total in outcomes.items():
             coord.add_row(outcome, f"{per_s.get(outcome, 0.0):,.1f}", f"{total:,.0f}")
         parts.append(coord)
+    direct = scrape_rates.totals(after, "txstream_direct_total", "status")
+    if direct:
+        per_s = scrape_rates.rates(before, after, dt, "txstream_direct_total", "status")
+        engines = Table("outcome", "per s", "total", title="direct transactions (engines)")
+        for status, total in direct.items():
+            engines.add_row(f"direct_{status}", f"{per_s.get(status, 0.0):,.1f}", f"{total:,.0f}")
+        parts.append(engines)
     dead = scrape_rates.totals(after, "txstream_sequencer_dead_letters_total", "reason")
     if dead:
         parts.append("dead-lettered: " + ", ".join(f"{r} {n:,.0f}" for r, n in dead.items()))

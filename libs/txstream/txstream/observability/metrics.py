@@ -63,6 +63,11 @@ GROUP_SECONDS = Histogram(
     buckets=_LATENCY_BUCKETS,
 )
 SLIDES = Counter("txstream_window_slides_total", "Window slides", ["app", "window"])
+DIRECT = Counter(
+    "txstream_direct_total",
+    "Direct (single-partition, client to engine) transactions answered, by status",
+    ["app", "status"],
+)
 PARTICIPANT = Counter(
     "txstream_2pc_participant_total",
     "2PC at the engines: votes (yes/no) and decisions applied",

@@ -46,6 +46,8 @@ class TaskMetrics:
             metrics.STALE_BATCHES.labels(app, stream, outcome).inc(n)
         for window, n in stats.slides.items():
             metrics.SLIDES.labels(app, window).inc(n)
+        for _, result in group.results:
+            metrics.DIRECT.labels(app, result.status).inc()
         for r in group.replies:
             if r.kind == "vote":
                 metrics.PARTICIPANT.labels(app, "vote_yes" if r.ok else "vote_no").inc()
