@@ -9,6 +9,7 @@ from typing import Any
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.read import read_to_committed_end
 
 TIMEOUT_S = 60.0
@@ -43,3 +44,9 @@ def read_to_end(settings: Settings, topic: str, partition: int = 0) -> list[tupl
         (msg.key() or b"", msg.value() or b"")
         for msg in read_to_committed_end(settings, topic, partition, timeout_s=TIMEOUT_S)
     ]
+
+
+def read_every_partition(settings: Settings, topic: str) -> list[tuple[bytes, bytes]]:
+    """`read_to_end` of each of the topic's partitions, one after another."""
+    partitions = TopicAdmin(settings).partitions(topic)
+    return [kv for p in partitions for kv in read_to_end(settings, topic, p)]

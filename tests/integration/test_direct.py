@@ -16,8 +16,9 @@ import pytest
 from tests.conftest import KafkaEnv
 from tests.integration.bank_cluster import BankCluster
 from tests.integration.test_two_phase import KILLED
-from tests.kafka_reads import read_to_end
-from txstream.client import OltpTimeout, fragment
+from tests.kafka_reads import read_every_partition, read_to_end
+from txstream.client import OltpTimeout, TxClient, fragment
+from txstream.kafka.admin import TopicAdmin
 from txstream.oltp.messages import EngineRequest, TxnResult, Wire
 from txstream.schemas.registry import SchemaRegistry
 
@@ -61,8 +62,8 @@ def test_a_resend_after_a_worker_sigkill_runs_once_with_the_first_answer(
     sent = [wire.decode(EngineRequest, v, promises=True)
             for _, v in read_to_end(cluster.settings, cluster.topics.promises)]  # fmt: skip
     assert [r.request_id for r in sent].count(request_id) == 2, "the client sent it twice"
-    answers = [wire.decode(TxnResult, v)
-               for _, v in read_to_end(cluster.settings, cluster.topics.oltp_out)]  # fmt: skip
+    out = read_every_partition(cluster.settings, cluster.topics.oltp_out)
+    answers = [wire.decode(TxnResult, v) for _, v in out]
     mine = [a for a in answers if a.request_id == request_id]
     assert len(mine) == 2 and mine[0] == mine[1], "each send answered, both with the first outcome"
     assert mine[0].partitions == [0]
@@ -87,3 +88,32 @@ def test_a_direct_transaction_naming_another_reply_topic_is_refused(
     aborts = [v for _, v in read_to_end(cluster.settings, cluster.topics.aborts)]
     assert any(b"refused_reply_to" in v for v in aborts), "dead-lettered with its reason"
     assert not read_to_end(cluster.settings, cluster.topics.decisions), "nothing written there"
+
+
+def test_each_client_reads_only_its_own_answers(cluster: BankCluster) -> None:
+    """Answers go to the reply partition each client reads, named in its request ids, from
+    the engines (direct) and from the coordinator (2PC, queries) alike."""
+    cluster.worker()
+    cluster.coordinator()
+    a, b = cluster.accounts_apart()
+    settings = cluster.settings
+    with (
+        TxClient(cluster.name, settings, 60, reply_partition=1) as first,
+        TxClient(cluster.name, settings, 60, reply_partition=2) as second,
+    ):
+        assert [tp.partition for tp in first.consumer.assignment()] == [1]
+        cluster.open(first, a)
+        cluster.open(second, b)
+        for client in (first, second):
+            assert cluster.transfer(client, a, b, 1).ok  # 2PC, through the coordinator
+            assert client.call([fragment(a, "credit", account=a, amount=1)]).ok  # direct
+            assert cluster.balance(client, a) > 0  # a query
+    wire = Wire(SchemaRegistry(settings.schema_dir))
+    out = cluster.topics.oltp_out
+    by_partition = {
+        p: {wire.decode(TxnResult, v).request_id for _, v in read_to_end(settings, out, p)}
+        for p in TopicAdmin(settings).partitions(out)
+    }
+    assert all(rid.startswith("r1-") for rid in by_partition[1]) and len(by_partition[1]) >= 4
+    assert all(rid.startswith("r2-") for rid in by_partition[2]) and len(by_partition[2]) >= 4
+    assert not any(ids for p, ids in by_partition.items() if p not in (1, 2))

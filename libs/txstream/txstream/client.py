@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import logging
+import secrets
 import threading
 import uuid
 from collections.abc import Iterable, Sequence
@@ -45,6 +46,8 @@ from txstream.oltp.messages import (
     WireDecodeError,
     key_json,
     key_of,
+    reply_partition,
+    request_id_for,
 )
 from txstream.oltp.predicates import Aggregate, Condition
 from txstream.schemas.registry import SchemaRegistry
@@ -101,9 +104,12 @@ class TxClient:
         settings: Settings | None = None,
         timeout_s: float = 30.0,
         direct: bool = True,
+        reply_partition: int | None = None,
     ) -> None:
         """`direct`: single-partition transactions go straight to their partition's engine
-        (False sends every request through the coordinator, as before that path existed)."""
+        (False sends every request through the coordinator, as before that path existed).
+        `reply_partition`: the partition of the reply topic this client reads; one at
+        random by default, so clients spread over them."""
         self.settings = settings or Settings()
         self.direct = direct
         self.topics = AppTopics(app)
@@ -116,15 +122,46 @@ class TxClient:
         self.consumer = Consumer(
             read_committed_consumer_config(self.settings, f"client-{uuid.uuid4().hex}")
         )
-        out = TopicPartition(self.topics.oltp_out, 0)
-        _, high = self.consumer.get_watermark_offsets(out, timeout=30)
-        self.consumer.assign([TopicPartition(self.topics.oltp_out, 0, high)])
+        # Answers to this client go to one partition of the reply topic, named in its
+        # request ids (`reply_partition`): it reads that one, not every client's answers.
+        partitions = self._reply_topic_partitions()
+        if reply_partition is not None and not 0 <= reply_partition < partitions:
+            raise ValueError(
+                f"reply_partition {reply_partition}: {self.topics.oltp_out} has partitions "
+                f"0..{partitions - 1}"
+            )
+        if reply_partition is None:
+            reply_partition = secrets.randbelow(partitions)
+        self.reply_partition = reply_partition
+        self._listening: set[int] = set()
+        self._listen(self.reply_partition, assign=True)
         self._reader = threading.Thread(target=self._read, name="txclient-results", daemon=True)
         self._reader.start()
         self._partitions: int | None = None
         # serves the producer's delivery reports at once: each one completes a promise
         self._poller = threading.Thread(target=self._poll, name="txclient-acks", daemon=True)
         self._poller.start()
+
+    def _reply_topic_partitions(self) -> int:
+        meta = self.consumer.list_topics(self.topics.oltp_out, timeout=30)
+        topic = meta.topics.get(self.topics.oltp_out)
+        if topic is None or topic.error is not None or not topic.partitions:
+            raise RuntimeError(
+                f"no topic {self.topics.oltp_out}: is app {self.topics.app!r} running (its "
+                "workers and coordinator make its topics)?"
+            )
+        return len(topic.partitions)
+
+    def _listen(self, partition: int, assign: bool = False) -> None:
+        """Read answers on `partition` of the reply topic from its end now on."""
+        tp = TopicPartition(self.topics.oltp_out, partition)
+        _, high = self.consumer.get_watermark_offsets(tp, timeout=30)
+        tp.offset = high
+        if assign:
+            self.consumer.assign([tp])
+        else:
+            self.consumer.incremental_assign([tp])
+        self._listening.add(partition)
 
     def __enter__(self) -> TxClient:
         return self
@@ -142,7 +179,14 @@ class TxClient:
         """Send one transaction (fragments, run atomically) or one query; do not wait.
         `request_id`: that of an earlier send whose outcome is unknown (`OltpTimeout`), to
         learn it; a new one by default."""
-        request_id = request_id or uuid.uuid4().hex
+        if request_id is None:
+            request_id = request_id_for(self.reply_partition)
+        else:  # another client's, perhaps: hear its answer where it goes
+            answered_on = reply_partition(request_id, self._reply_topic_partitions())
+            with self._lock:
+                new = answered_on not in self._listening
+            if new:
+                self._listen(answered_on)
         partition = self._direct_partition(fragments) if query is None else None
         future = Pending(request_id, partition)
         with self._lock:
@@ -182,7 +226,7 @@ class TxClient:
                 "a promised transaction runs on one partition: give it at least one "
                 f"fragment, all with keys on one partition (these are on {sorted(placed)})"
             )
-        request_id = uuid.uuid4().hex
+        request_id = request_id_for(self.reply_partition)
         durable: Future[float] = Future()
         final: Future[TxnResult] = Future()
         with self._lock:

@@ -58,7 +58,7 @@ from txstream.kafka.clients import (
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.topics import AppTopics, ensure_topics
 from txstream.model.app import App
-from txstream.oltp.messages import CoordinatorLog, EngineReply, TxnRequest, Wire
+from txstream.oltp.messages import CoordinatorLog, EngineReply, TxnRequest, Wire, reply_partition
 from txstream.oltp.origin import Origin, Unauthenticated
 from txstream.schemas.registry import SchemaRegistry
 from txstream_coordinator import metrics
@@ -124,6 +124,7 @@ class CoordinatorService:
             oltp=True,
         )
         self.partitions = len(self.admin.partitions(self.topics.requests))
+        self.reply_partitions = len(self.admin.partitions(self.topics.oltp_out))
         self.machine = self._new_machine()
         self.leadership = Leadership(self.settings, self.group_id, self.topics.oltp_in)
         metrics.ACTIVE.set(0)
@@ -323,7 +324,8 @@ class CoordinatorService:
             out.append(_Send(self.topics.requests, self.wire.encode(req), part))
         for reply_to, result in acts.results:
             key = result.request_id.encode()
-            out.append(_Send(reply_to, self.wire.encode(result), 0, key))
+            part = reply_partition(result.request_id, self.reply_partitions)
+            out.append(_Send(reply_to, self.wire.encode(result), part, key))
         for status in acts.statuses:
             key = status.request_id.encode()
             out.append(_Send(self.topics.statuses, self.wire.encode(status), 0, key))

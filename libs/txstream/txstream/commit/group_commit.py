@@ -34,7 +34,7 @@ from txstream.commit.markers import commit_end
 from txstream.engine.group import ORDER_HEADER, CommitGroup, encode_order
 from txstream.kafka.clients import DeliveryLatch, delivery_failure, error_text, send, send_many
 from txstream.kafka.topics import AppTopics
-from txstream.oltp.messages import Wire
+from txstream.oltp.messages import Wire, reply_partition
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
@@ -80,8 +80,11 @@ class GroupCommitter:
         log_codec: CommandLogCodec | None = None,
         wire: Wire | None = None,
         max_record_bytes: int | None = None,
+        reply_partitions: int = 1,
     ) -> None:
-        """`max_record_bytes`: the largest state record (key and value) the producer takes."""
+        """`max_record_bytes`: the largest state record (key and value) the producer takes;
+        `reply_partitions`: the client reply topic's, for direct transactions' answers."""
+        self.reply_partitions = reply_partitions
         self.max_record_bytes = max_record_bytes
         self.producer = producer
         self.topics = topics
@@ -170,7 +173,8 @@ class GroupCommitter:
             for reply in group.replies:
                 self._send(self.topics.replies, self.wire.encode(reply), partition=0)
             for reply_to, result in group.results:  # checked by the task (`reply_problem`)
-                self._send(reply_to, self.wire.encode(result), partition=0)
+                part = reply_partition(result.request_id, self.reply_partitions)
+                self._send(reply_to, self.wire.encode(result), partition=part)
         for a in group.aborts:
             record = {"app": self.topics.app, **asdict(a), "error": capped(a.error)}
             self._send(self.topics.aborts, encode_record(self.abort_schema, record),

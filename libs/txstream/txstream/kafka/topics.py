@@ -64,7 +64,8 @@ class AppTopics:
 
     @property
     def oltp_out(self) -> str:
-        """The coordinator to clients: one TxnResult per request (one partition)."""
+        """To clients: one TxnResult per request, from the coordinator or (a direct
+        transaction's) the engine, on the partition its client reads (`reply_partition`)."""
         return f"{self.app}.oltp.out"
 
     @property
@@ -111,6 +112,11 @@ class AppTopics:
         return f"txstream-{self.app}-engine-{partition}"
 
 
+# Partitions of a new app's client reply topic: each client reads one, so a client reads
+# about 1/REPLY_PARTITIONS of every answer, not all of them.
+REPLY_PARTITIONS = 8
+
+
 def ensure_topics(
     admin: TopicAdmin,
     topics: AppTopics,
@@ -142,8 +148,9 @@ def ensure_topics(
         wanted[topics.requests] = (partitions, {})
         wanted[topics.decisions] = (partitions, {})
         wanted[topics.promises] = (partitions, {})
-        for single in (topics.replies, topics.oltp_in, topics.oltp_out, topics.statuses):
+        for single in (topics.replies, topics.oltp_in, topics.statuses):
             wanted[single] = (1, {})
+        wanted[topics.oltp_out] = (REPLY_PARTITIONS, {})
         wanted[topics.coordinator_log] = (1, kept)
     existing = set(admin.list_topics())
     for name, (count, config) in wanted.items():

@@ -13,6 +13,7 @@ asked for, and only a record that uses up every byte.
 from __future__ import annotations
 
 import json
+import uuid
 from dataclasses import dataclass, field
 from io import BytesIO
 from typing import Any, ClassVar, TypeVar, cast
@@ -169,6 +170,26 @@ class EngineRequest(Message):
     reply_to: str
     fragments: list[Fragment] = field(default_factory=list)
     query: Query | None = None
+
+
+def request_id_for(reply_partition: int) -> str:
+    """A new request id whose answer goes to partition `reply_partition` of the client
+    reply topic (`reply_partition`)."""
+    return f"r{reply_partition}-{uuid.uuid4().hex}"
+
+
+def reply_partition(request_id: str, partitions: int) -> int:
+    """The partition of the client reply topic (`partitions` of them) that a request's
+    answer goes to: the one its client reads, named in its id (`r<k>-...`, made by
+    `request_id_for`), so that each client reads its own answers and no one else's; 0 for
+    any other id, or one naming a partition the topic does not have."""
+    if not request_id.startswith("r"):
+        return 0
+    head, sep, _ = request_id[1:].partition("-")
+    if not sep or not head.isdigit():
+        return 0
+    k = int(head)
+    return k if k < partitions else 0
 
 
 # The engine request kinds a client writes, on the promises topic; the coordinator the rest.

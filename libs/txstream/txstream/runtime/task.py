@@ -208,6 +208,7 @@ class PartitionTask:
             self.log_codec,
             self.wire,
             self.settings.kafka_max_record_bytes,
+            self._reply_partitions(),
         )
         self.pipeline = CommitPipeline(committer, self.policy)
         self._opened.callback(self.pipeline.abandon)
@@ -232,6 +233,13 @@ class PartitionTask:
             held = sorted(self.engine.participant.prepared)  # as the replay left them
         self.recovered_records = n
         return held
+
+    def _reply_partitions(self) -> int:
+        """The client reply topic's partition count, for apps with transactions (the
+        engines answer direct ones); 1 for the rest (no broker call)."""
+        if not self.app.decl.transactions:
+            return 1
+        return len(TopicAdmin(self.settings).partitions(self.topics.oltp_out))
 
     def _engines(self) -> int | None:
         """The app's partition count, which its changelog has (made with the other topics),
