@@ -18,6 +18,7 @@ import logging
 import secrets
 import threading
 import uuid
+from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
@@ -25,7 +26,7 @@ from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from txstream.config import Settings
 from txstream.kafka.clients import (
@@ -125,6 +126,7 @@ class TxClient:
         # Answers to this client go to one partition of the reply topic, named in its
         # request ids (`reply_partition`): it reads that one, not every client's answers.
         partitions = self._reply_topic_partitions()
+        self._reply_partitions = partitions
         if reply_partition is not None and not 0 <= reply_partition < partitions:
             raise ValueError(
                 f"reply_partition {reply_partition}: {self.topics.oltp_out} has partitions "
@@ -133,6 +135,10 @@ class TxClient:
         if reply_partition is None:
             reply_partition = secrets.randbelow(partitions)
         self.reply_partition = reply_partition
+        # Partitions the reader thread is asked to read too, each with an event it sets once
+        # it does: only that thread touches the consumer (a call from another thread waits
+        # on the consumer's lock, which the reader's loop takes again at once).
+        self._to_listen: deque[tuple[int, threading.Event]] = deque()
         self._listening: set[int] = set()
         self._listen(self.reply_partition, assign=True)
         self._reader = threading.Thread(target=self._read, name="txclient-results", daemon=True)
@@ -141,6 +147,11 @@ class TxClient:
         # serves the producer's delivery reports at once: each one completes a promise
         self._poller = threading.Thread(target=self._poll, name="txclient-acks", daemon=True)
         self._poller.start()
+
+    def listening(self) -> set[int]:
+        """The partitions of the reply topic this client reads."""
+        with self._lock:
+            return set(self._listening)
 
     def _reply_topic_partitions(self) -> int:
         meta = self.consumer.list_topics(self.topics.oltp_out, timeout=30)
@@ -153,7 +164,8 @@ class TxClient:
         return len(topic.partitions)
 
     def _listen(self, partition: int, assign: bool = False) -> None:
-        """Read answers on `partition` of the reply topic from its end now on."""
+        """Read answers on `partition` of the reply topic from its end now on: in the
+        constructor, or in the reader thread (`_hear`)."""
         tp = TopicPartition(self.topics.oltp_out, partition)
         _, high = self.consumer.get_watermark_offsets(tp, timeout=30)
         tp.offset = high
@@ -161,7 +173,19 @@ class TxClient:
             self.consumer.assign([tp])
         else:
             self.consumer.incremental_assign([tp])
-        self._listening.add(partition)
+        with self._lock:
+            self._listening.add(partition)
+
+    def _hear(self, partition: int) -> None:
+        """Have the reader thread read `partition` too, and wait until it does, so an answer
+        sent there after this returns is heard."""
+        with self._lock:
+            if partition in self._listening:
+                return
+        done = threading.Event()
+        self._to_listen.append((partition, done))
+        if not done.wait(60):
+            raise OltpTimeout(f"could not read partition {partition} of {self.topics.oltp_out}")
 
     def __enter__(self) -> TxClient:
         return self
@@ -182,11 +206,7 @@ class TxClient:
         if request_id is None:
             request_id = request_id_for(self.reply_partition)
         else:  # another client's, perhaps: hear its answer where it goes
-            answered_on = reply_partition(request_id, self._reply_topic_partitions())
-            with self._lock:
-                new = answered_on not in self._listening
-            if new:
-                self._listen(answered_on)
+            self._hear(reply_partition(request_id, self._reply_partitions))
         partition = self._direct_partition(fragments) if query is None else None
         future = Pending(request_id, partition)
         with self._lock:
@@ -320,6 +340,14 @@ class TxClient:
 
     def _read(self) -> None:
         while not self._stop.is_set():
+            while self._to_listen:
+                partition, done = self._to_listen.popleft()
+                try:
+                    self._listen(partition)
+                except KafkaException as e:  # the caller waits on, and times out
+                    log.warning("cannot read partition %d of the reply topic: %s", partition, e)
+                    continue
+                done.set()
             for msg in self.consumer.consume(500, timeout=0.005):  # waits out the timeout
                 if msg.error() is not None or not msg.value():
                     continue
