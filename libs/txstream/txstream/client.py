@@ -125,7 +125,7 @@ class TxClient:
         )
         # Answers to this client go to one partition of the reply topic, named in its
         # request ids (`reply_partition`): it reads that one, not every client's answers.
-        partitions = self._reply_topic_partitions()
+        partitions = self._topic_partitions(self.topics.oltp_out)
         self._reply_partitions = partitions
         if reply_partition is not None and not 0 <= reply_partition < partitions:
             raise ValueError(
@@ -153,15 +153,22 @@ class TxClient:
         with self._lock:
             return set(self._listening)
 
-    def _reply_topic_partitions(self) -> int:
-        meta = self.consumer.list_topics(self.topics.oltp_out, timeout=30)
-        topic = meta.topics.get(self.topics.oltp_out)
+    def _topic_partitions(self, name: str) -> int:
+        """How many partitions the app's topic `name` has (the producer asks: the consumer
+        is the reader thread's alone)."""
+        meta = self.producer.list_topics(name, timeout=30)
+        topic = meta.topics.get(name)
         if topic is None or topic.error is not None or not topic.partitions:
             raise RuntimeError(
-                f"no topic {self.topics.oltp_out}: is app {self.topics.app!r} running (its "
-                "workers and coordinator make its topics)?"
+                f"no topic {name}: is app {self.topics.app!r} running (its workers and "
+                "coordinator make its topics)?"
             )
         return len(topic.partitions)
+
+    def _placement(self, fragments: Sequence[Fragment]) -> set[int]:
+        """The partitions the fragments' keys are on."""
+        parts = self._partition_count()
+        return {partition_of(key_of(f.key), parts) for f in fragments}
 
     def _listen(self, partition: int, assign: bool = False) -> None:
         """Read answers on `partition` of the reply topic from its end now on: in the
@@ -226,8 +233,7 @@ class TxClient:
         """The one partition all `fragments` run on, if they go there directly."""
         if not self.direct or not fragments:
             return None
-        parts = self._partition_count()
-        placed = {partition_of(key_of(f.key), parts) for f in fragments}
+        placed = self._placement(fragments)
         return placed.pop() if len(placed) == 1 else None
 
     def promise(self, fragments: Sequence[Fragment], level: str = "BASIC") -> Promise:
@@ -239,8 +245,7 @@ class TxClient:
         kinds = {"BASIC": "promise", "BASE": "base"}
         if level.upper() not in kinds:
             raise ValueError(f"level {level!r}: a promise is BASIC or BASE (ACID is `call`)")
-        parts = self._partition_count()
-        placed = {partition_of(key_of(f.key), parts) for f in fragments}
+        placed = self._placement(fragments)
         if len(placed) != 1:
             raise ValueError(
                 "a promised transaction runs on one partition: give it at least one "
@@ -274,11 +279,7 @@ class TxClient:
 
     def _partition_count(self) -> int:
         if self._partitions is None:
-            meta = self.producer.list_topics(self.topics.promises, timeout=30)
-            topic = meta.topics.get(self.topics.promises)
-            if topic is None or topic.error is not None or not topic.partitions:
-                raise RuntimeError(f"no topic {self.topics.promises}: is the app's worker up?")
-            self._partitions = len(topic.partitions)
+            self._partitions = self._topic_partitions(self.topics.promises)
         return self._partitions
 
     def _poll(self) -> None:

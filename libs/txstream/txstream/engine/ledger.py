@@ -101,7 +101,7 @@ class BatchLedger:
         else:
             known = self.sys_value(digest_key(stream, self.partition))
         if batch_id == last and digest is not None and digest == known:
-            group.stats.stale[(stream, "resend")] += 1
+            self.resent(stream)
             return Outcome.DUPLICATE
         if batch_id < last:
             why = "batch ids must increase"
