@@ -62,12 +62,12 @@ class Settings(BaseSettings):
     kafka_libs: Path = project_root() / "build" / "kafka" / "libs"
     # A 2 GB heap with `-XX:-ZProactive` collects once a minute or two instead of every
     # 8-16 s under load, but gave the Leaderboard no lower p99 in alternating runs
-    # (docs/benchmarks.md, session 38), so the dev broker keeps its RAM small.
+    # (docs/benchmarks.md, 2026-11-29), so the dev broker keeps its RAM small.
     kafka_heap: str = "768m"
     # The native stack's broker JVM. ZGC's pauses are under a millisecond; G1's young
     # collections, once per few seconds under load, paused the broker 20-83 ms on two shared
     # cores, and in three paced runs held 106-260 of the 260 slowest batches
-    # (docs/benchmarks.md, session 30). "" keeps the JVM's defaults.
+    # (docs/benchmarks.md, 2026-11-28). "" keeps the JVM's defaults.
     kafka_jvm_options: str = "-XX:+UseZGC"
     # CPUs (a Linux CPU list: "0", "1-3", "0,2") the native broker, and each worker, may run
     # on; "" leaves them to the OS. On one machine, apart, they do not preempt each other
