@@ -184,7 +184,12 @@ def txstream_load(client: TxClient, records: int, partitions: int) -> None:
 
 
 def txstream_run(
-    client: TxClient, workload: str, ops: list[Op], in_flight: int, system: str = "txstream"
+    client: TxClient,
+    workload: str,
+    ops: list[Op],
+    in_flight: int,
+    system: str = "txstream",
+    committed_reads: bool = True,
 ) -> Result:
     result = Result(system, workload)
     done_at: dict[Future[TxnResult], float] = {}
@@ -200,9 +205,12 @@ def txstream_run(
             op = ops[sent]
             if op.read:
                 frag = fragment(op.key, "read", id=op.key)
+                future: Future[TxnResult] = (
+                    client.submit_read_only([frag]) if committed_reads else client.submit([frag])
+                )
             else:
                 frag = fragment(op.key, "update", id=op.key, field=op.field, value=op.value)
-            future = client.submit([frag])
+                future = client.submit([frag])
             pending[future] = time.perf_counter()
             future.add_done_callback(finished)
             sent += 1
@@ -309,7 +317,23 @@ def main() -> int:
         help="txstream's paths for single-partition operations, comma-separated: direct "
         "(client to the partition's engine) and/or coordinator (through the coordinator)",
     )
+    p.add_argument(
+        "--reads",
+        choices=["committed", "transaction"],
+        default="committed",
+        help="txstream's reads: read-only calls on the owning worker's committed state "
+        "(its query endpoint), or transactions on the path of --paths",
+    )
+    p.add_argument(
+        "--systems",
+        default="txstream,postgresql",
+        help="which systems run, comma-separated: txstream and/or postgresql (one alone for "
+        "profiling; ratios need both)",
+    )
     args = p.parse_args()
+    chosen = {s.strip().lower() for s in args.systems.split(",")}
+    if not chosen or not chosen <= {"txstream", "postgresql"}:
+        p.error(f"--systems {args.systems!r}: txstream and/or postgresql")
     workloads = [w.strip().lower() for w in args.workloads.split(",")]
     unknown = [w for w in workloads if w not in MIXES]
     if unknown:
@@ -327,23 +351,27 @@ def main() -> int:
         p.error(f"--paths {args.paths!r}: each is direct or coordinator")
     systems = {path: "txstream" if paths == ["direct"] else f"txstream ({path})" for path in paths}
     with txstream_app(settings, name, args.partitions, args.workers):
-        for path in paths:
+        for path in paths if "txstream" in chosen else []:
             with TxClient(name, settings, direct=path == "direct") as c:
                 txstream_load(c, args.records, args.partitions)
                 for w in workloads:
-                    results.append(txstream_run(c, w, plans[w], args.in_flight, systems[path]))
+                    run = txstream_run(c, w, plans[w], args.in_flight, systems[path],
+                                       args.reads == "committed")  # fmt: skip
+                    results.append(run)
                     print(results[-1].row(), file=sys.stderr)
                 if (n := txstream_rows(c)) != args.records:
                     problems.append(f"txstream holds {n} rows, not {args.records}")
-    with private_cluster() as cluster:
-        print(f"PostgreSQL {cluster.version}, {args.clients} connections", file=sys.stderr)
-        pg_load(cluster.dsn, args.records)
-        for w in workloads:
-            results.append(pg_run(cluster.dsn, w, plans[w], args.clients))
-            print(results[-1].row(), file=sys.stderr)
-        if (n := pg_rows(cluster.dsn)) != args.records:
-            problems.append(f"PostgreSQL holds {n} rows, not {args.records}")
-        version = cluster.version
+    version = "not run"
+    if "postgresql" in chosen:
+        with private_cluster() as cluster:
+            print(f"PostgreSQL {cluster.version}, {args.clients} connections", file=sys.stderr)
+            pg_load(cluster.dsn, args.records)
+            for w in workloads:
+                results.append(pg_run(cluster.dsn, w, plans[w], args.clients))
+                print(results[-1].row(), file=sys.stderr)
+            if (n := pg_rows(cluster.dsn)) != args.records:
+                problems.append(f"PostgreSQL holds {n} rows, not {args.records}")
+            version = cluster.version
     m = machine()
     print(f"Date: {date.today()}. Machine: {machine_text(m)}. PostgreSQL {version}. Command: "
           f"`.venv/bin/python -m bench.ycsb_bench {' '.join(sys.argv[1:])}`.")  # fmt: skip
@@ -352,7 +380,7 @@ def main() -> int:
     for r in results:
         print(r.row())
     rates = {(r.system, r.workload): len(r.latencies_ms) / r.seconds for r in results}
-    for w in workloads:
+    for w in workloads if chosen == {"txstream", "postgresql"} else []:
         for system in systems.values():
             ratio = rates[(system, w)] / rates[("PostgreSQL", w)]
             print(f"workload {w.upper()}: {system} / PostgreSQL = {ratio:.2f}x ops/s")

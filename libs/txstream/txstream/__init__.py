@@ -17,6 +17,7 @@ from txstream import native
 
 native.install()  # before any compiled module loads: a stale build must not run
 
+from txstream.aio_client import AsyncTxClient
 from txstream.client import OltpTimeout, TxClient, fragment
 from txstream.config import Settings
 from txstream.engine.context import TableView, TxnContext, WindowView
@@ -36,12 +37,15 @@ from txstream.model.declarations import (
 )
 from txstream.model.errors import ConstraintViolation, DataflowError, TxnAbort
 from txstream.oltp.messages import Fragment, TxnResult
+from txstream.read_client import CommittedRow, ReadUnavailable
 
 __version__ = "0.1.0"
 
 __all__ = [
     "App",
+    "AsyncTxClient",
     "Check",
+    "CommittedRow",
     "ConstraintViolation",
     "DataflowError",
     "Fragment",
@@ -50,6 +54,7 @@ __all__ = [
     "NestedTransaction",
     "OltpTimeout",
     "Procedure",
+    "ReadUnavailable",
     "Record",
     "RecoveryMode",
     "Settings",

@@ -29,6 +29,7 @@ from typing import Any
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 
 from txstream.config import Settings
+from txstream.in_flight import InFlight
 from txstream.kafka.clients import (
     idempotent_producer_config,
     read_committed_consumer_config,
@@ -51,9 +52,15 @@ from txstream.oltp.messages import (
     request_id_for,
 )
 from txstream.oltp.predicates import Aggregate, Condition
+from txstream.read_client import CommittedRow, ReadClient
 from txstream.schemas.registry import SchemaRegistry
 
 log = logging.getLogger(__name__)
+
+# A read's answer is waited for this long past its own timeout, which the reader enforces.
+READ_GRACE_S = 5.0
+# Requests one client keeps in flight by default; past that a send waits for an answer.
+MAX_IN_FLIGHT = 4096
 
 
 class OltpTimeout(TimeoutError):
@@ -106,11 +113,14 @@ class TxClient:
         timeout_s: float = 30.0,
         direct: bool = True,
         reply_partition: int | None = None,
+        max_in_flight: int = MAX_IN_FLIGHT,
     ) -> None:
         """`direct`: single-partition transactions go straight to their partition's engine
         (False sends every request through the coordinator, as before that path existed).
         `reply_partition`: the partition of the reply topic this client reads; one at
-        random by default, so clients spread over them."""
+        random by default, so clients spread over them. `max_in_flight`: requests sent
+        and not yet answered; a send beyond it waits for an answer (back-pressure)."""
+        self.in_flight = InFlight(max_in_flight, timeout_s)
         self.settings = settings or Settings()
         self.direct = direct
         self.topics = AppTopics(app)
@@ -144,6 +154,7 @@ class TxClient:
         self._reader = threading.Thread(target=self._read, name="txclient-results", daemon=True)
         self._reader.start()
         self._partitions: int | None = None
+        self._read_client: ReadClient | None = None
         # serves the producer's delivery reports at once: each one completes a promise
         self._poller = threading.Thread(target=self._poll, name="txclient-acks", daemon=True)
         self._poller.start()
@@ -215,7 +226,7 @@ class TxClient:
         else:  # another client's, perhaps: hear its answer where it goes
             self._hear(reply_partition(request_id, self._reply_partitions))
         partition = self._direct_partition(fragments) if query is None else None
-        future = Pending(request_id, partition)
+        future: Pending = self.in_flight.hold(lambda: Pending(request_id, partition))
         with self._lock:
             self._pending[request_id] = future
         if partition is not None:
@@ -291,10 +302,50 @@ class TxClient:
         fragments: Sequence[Fragment],
         timeout_s: float | None = None,
         request_id: str | None = None,
+        read_only: bool = False,
     ) -> TxnResult:
-        """Run one transaction and wait for its outcome (`submit`, then `wait`)."""
+        """Run one transaction and wait for its outcome (`submit`, then `wait`); with
+        `read_only`, on the committed state of its partition's worker (`submit_read_only`)."""
+        if read_only:
+            timeout = timeout_s or self.timeout_s
+            return self.submit_read_only(fragments, timeout).result(timeout + READ_GRACE_S)
         future = self.submit(fragments, timeout_s=timeout_s, request_id=request_id)
         return self.wait(future, timeout_s)
+
+    def read(
+        self, table: str, key: Key | int | str, timeout_s: float | None = None
+    ) -> CommittedRow:
+        """The row of `table` at `key` as its partition has committed it, from the worker
+        that owns it: no Kafka transaction, serializable for that partition, and showing
+        this client's acknowledged writes. Raises `ReadUnavailable` if no worker answers,
+        `ValueError` for a table the app does not have."""
+        timeout = timeout_s or self.timeout_s
+        return self.submit_read(table, key, timeout).result(timeout + READ_GRACE_S)
+
+    def submit_read(
+        self, table: str, key: Key | int | str, timeout_s: float | None = None
+    ) -> Future[CommittedRow]:
+        """`read`, without waiting: the future holds the row, or the error."""
+        return self._reads().row(table, key, timeout_s or self.timeout_s)
+
+    def submit_read_only(
+        self, fragments: Sequence[Fragment], timeout_s: float | None = None
+    ) -> Future[TxnResult]:
+        """Send read-only fragments, all on one partition, to the worker that owns it,
+        which runs them on its committed state between groups (no Kafka transaction); one
+        that writes fails (`read_only`). The future's result is "committed" when it ran,
+        or `ReadUnavailable` if no worker answered. Counts against `max_in_flight`."""
+        timeout = timeout_s or self.timeout_s
+        future: Future[TxnResult] = self.in_flight.hold(
+            lambda: self._reads().call(fragments, timeout)
+        )
+        return future
+
+    def _reads(self) -> ReadClient:
+        with self._lock:
+            if self._read_client is None:
+                self._read_client = ReadClient(self.settings, self.topics.app)
+            return self._read_client
 
     def query(
         self,
@@ -329,15 +380,21 @@ class TxClient:
         try:
             return future.result(timeout)
         except FutureTimeout as e:
-            if partition is None:
-                raise OltpTimeout("no result from the coordinator: is it running?") from e
-            request_id = future.request_id if isinstance(future, Pending) else "?"
-            raise OltpTimeout(
-                f"no answer in {timeout:.0f} s from the engine of partition {partition} of "
-                f"{self.topics.app}: is a worker of the app running? The outcome is unknown: "
-                f"call again with request_id={request_id!r} to learn it (it runs once at most)",
-                request_id,
-            ) from e
+            raise self.unanswered(future, timeout) from e
+
+    def unanswered(self, future: Future[TxnResult], timeout_s: float) -> OltpTimeout:
+        """The error for `future` unanswered after `timeout_s`: what may have happened, and
+        how to learn its outcome."""
+        partition = future.partition if isinstance(future, Pending) else None
+        if partition is None:
+            return OltpTimeout("no result from the coordinator: is it running?")
+        request_id = future.request_id if isinstance(future, Pending) else "?"
+        return OltpTimeout(
+            f"no answer in {timeout_s:.0f} s from the engine of partition {partition} of "
+            f"{self.topics.app}: is a worker of the app running? The outcome is unknown: "
+            f"call again with request_id={request_id!r} to learn it (it runs once at most)",
+            request_id,
+        )
 
     def _read(self) -> None:
         while not self._stop.is_set():
@@ -363,6 +420,8 @@ class TxClient:
                     future.set_result(result)
 
     def close(self) -> None:
+        if self._read_client is not None:
+            self._read_client.close()
         self._stop.set()
         self._reader.join(5)
         self._poller.join(5)

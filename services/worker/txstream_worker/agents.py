@@ -21,6 +21,7 @@ from faust.types import AppT, CodecArg, Message
 from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
 from txstream.kafka.clients import SCRAM
+from txstream.kafka.owners import worker_group
 from txstream.model.app import App
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.runtime.inputs import Inputs
@@ -72,8 +73,10 @@ def faust_app(
     policy: CommitPolicy,
     recovery: RecoveryPolicy,
     instance_id: str,
+    client_id: str | None = None,
 ) -> TxFaustApp:
-    """The Faust app for `app`; `instance_id` names this worker slot in the consumer group.
+    """The Faust app for `app`; `instance_id` names this worker slot in the consumer group,
+    and `client_id` its query endpoint there (`kafka.owners`).
 
     Membership is static: a worker restarted in the same slot gets its partitions back
     at once instead of waiting out the session timeout of its dead predecessor.
@@ -81,11 +84,12 @@ def faust_app(
     datadir = settings.data_dir / "faust" / app.name
     datadir.mkdir(parents=True, exist_ok=True)
     fapp = TxFaustApp(
-        f"txstream-{app.name}",
+        worker_group(app.name),
         broker=broker_urls(settings.bootstrap_servers),
         web_enabled=False,
         datadir=str(datadir),
         consumer_group_instance_id=f"{app.name}-{instance_id}",
+        broker_client_id=client_id or "txstream-worker",
         broker_session_timeout=settings.worker_session_timeout_s,
         broker_heartbeat_interval=1.0,
         topic_disable_leader=True,

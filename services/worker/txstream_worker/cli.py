@@ -21,12 +21,20 @@ from txstream.model.declarations import RecoveryMode
 from txstream.observability.targets import serve_metrics
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.runtime.gc_freeze import freeze_startup_objects
+from txstream.runtime.reads import TaskReads
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 from txstream_worker.agents import faust_app
+from txstream_worker.queries import QueryEndpoint
 from txstream_worker.slot import SlotHeld, WorkerSlot
+from txstream_worker.task_manager import TaskManager
 
 app = typer.Typer(help="Run dataflow apps.", no_args_is_help=True)
+served: list[TaskManager] = []  # the worker's task manager, once made
+
+
+def reads_of(partition: int) -> TaskReads | None:
+    return served[0].reads_of(partition) if served else None
 
 
 @app.command()
@@ -69,6 +77,15 @@ def run(
     metrics: bool = typer.Option(True, help="serve Prometheus metrics, registered for scraping"),
     metrics_port: int = typer.Option(0, help="metrics port; 0: any free port"),
     metrics_host: str = typer.Option("127.0.0.1", help="address of the metrics endpoint"),
+    queries: bool = typer.Option(
+        True, help="serve committed rows and read-only calls over HTTP (the query endpoint)"
+    ),
+    query_port: int = typer.Option(
+        0, envvar="TXSTREAM_QUERY_PORT", help="query endpoint port; 0: any free port"
+    ),
+    query_host: str = typer.Option(
+        "127.0.0.1", envvar="TXSTREAM_QUERY_HOST", help="address of the query endpoint"
+    ),
 ) -> None:
     """Serve the app's procedure chains; exits non-zero if a commit fails."""
     try:
@@ -108,11 +125,24 @@ def run(
         raise typer.Exit(2) from e
     typer.echo(f"worker slot {slot.instance_id} of app {application.name} (lock {slot.path}); "
                f"hot path {native.status()}", err=True)  # fmt: skip
+    endpoint = None
+    if queries:  # bound first: the worker names it in its group when it joins
+        try:
+            endpoint = QueryEndpoint(settings, application.name, reads_of, query_host, query_port)
+        except OSError as e:
+            typer.echo(f"error: query endpoint {query_host}:{query_port}: {e}", err=True)
+            raise typer.Exit(2) from e
     try:
-        fapp = faust_app(application, settings, policy, recovery_policy, slot.instance_id)
+        fapp = faust_app(application, settings, policy, recovery_policy, slot.instance_id,
+                         None if endpoint is None else endpoint.client_id)  # fmt: skip
     except ValueError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
+    manager = fapp.txstream_tasks
+    if endpoint is not None and manager is not None:
+        served[:] = [manager]
+        endpoint.start()
+        typer.echo(f"query endpoint http://{endpoint.host}:{endpoint.port}", err=True)
     if metrics:
         serve_metrics(settings, "worker", metrics_host, metrics_port)
     logging.getLogger("txstream").setLevel(loglevel.upper().replace("WARN", "WARNING"))

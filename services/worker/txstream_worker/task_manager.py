@@ -34,6 +34,7 @@ from txstream.observability import metrics
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.runtime.inputs import Inputs
 from txstream.runtime.pump import TaskPump
+from txstream.runtime.reads import TaskReads
 from txstream.runtime.task import PartitionTask
 
 log = logging.getLogger(__name__)
@@ -109,6 +110,11 @@ class TaskManager:
         wait_ms = OLTP_GROUP_MS if app.decl.transactions else min(policy.interval_ms, 50)
         self.wait_s = max(wait_ms, 1) / 1000
         self.tasks: dict[int, _ManagedTask] = {}
+
+    def reads_of(self, partition: int) -> TaskReads | None:
+        """Any thread: where reads of `partition` are answered, if this worker holds it."""
+        managed = self.tasks.get(partition)
+        return None if managed is None else managed.task.reads
 
     def serves(self, topic: str) -> bool:
         return topic in self.topics

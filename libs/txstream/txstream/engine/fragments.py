@@ -43,14 +43,20 @@ class FragmentRunner:
         self.guard = guard
 
     def execute(
-        self, fragments: Sequence[Fragment], basic: bool = False
+        self,
+        fragments: Sequence[Fragment],
+        basic: bool = False,
+        *,
+        parent: WriteSet | None = None,
+        guard: Guard | None = None,
     ) -> tuple[WriteSet, str] | Failed:
-        """Run the fragments in order in one write set; any abort aborts them all.
-        Returns the write set and the results as JSON. `basic`: a promised transaction
-        (`TxnContext.basic`). `Conflict` propagates: nothing of it applied."""
+        """Run the fragments in order in one write set over `parent` (default: the group's);
+        any abort aborts them all. Returns the write set and the results as JSON. `basic`:
+        a promised transaction (`TxnContext.basic`); `guard`: instead of the runner's.
+        `Conflict` propagates: nothing of it applied."""
         executor = self.executor
         decl = executor.dataflow.decl
-        ws = WriteSet(self.ledger.group.ws)
+        ws = WriteSet(self.ledger.group.ws if parent is None else parent)
         results: list[Any] = []
         for f in fragments:
             tx = decl.transactions.get(f.procedure)
@@ -77,7 +83,7 @@ class FragmentRunner:
                 executor.params,
                 decl.insert_triggers,
                 _no_slide,
-                self.guard,
+                self.guard if guard is None else guard,
                 executor.flat_tables,
             )
             ctx.basic = basic

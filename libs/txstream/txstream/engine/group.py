@@ -160,6 +160,9 @@ class GroupFlags:
     # per-partition work in it (a TE, an OLTP write, a 2PC decision): spanning batches wait
     # for its commit, so that no read they send holds an uncommitted write (`SpanRunner`)
     local: bool = False
+    # a 2PC or promise decision applied in it: its client may know the outcome before the
+    # group commits, so committed reads of its rows wait for it (`CommittedReader`)
+    told: bool = False
 
 
 @dataclass

@@ -140,6 +140,7 @@ class Participant:
         return True
 
     def decide(self, d: Decision) -> None:
+        self.ledger.group.flags.told = True
         if is_promise_id(d.txn_id):  # a promise's decision never touches a 2PC one's
             detail = self.promises.decide(d, self.executor.merge, self._locked)
             self._reply(d.txn_id, "ack", True, detail=detail)

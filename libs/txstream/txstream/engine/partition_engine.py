@@ -6,7 +6,8 @@ One engine owns one partition of a dataflow, and fronts the parts that do the wo
 - `TeExecutor`: a batch's procedures in graph order, nested transactions, PE triggers;
 - `SpanRunner`: spanning batches, run once every participant's reads are in;
 - `HopRouter`: parts of repartitioned procedures' batches from other engines;
-- `Participant`: OLTP transactions, 2PC and promises, serial with the TEs.
+- `Participant`: OLTP transactions, 2PC and promises, serial with the TEs;
+- `CommittedReader`: reads of the committed state between groups, without a commit.
 
 Each part receives the ledger and executor it needs, never the engine. The engine never
 talks to Kafka: the commit path takes its group (`take_group`) and writes it in one Kafka
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from txstream.engine.committed_reads import CommittedReader
 from txstream.engine.executor import TeExecutor
 from txstream.engine.group import (
     CommitGroup,
@@ -77,6 +79,9 @@ class PartitionEngine:
             dataflow, self.ledger, params, self.owner, journal, timer, record_check, flat_tables
         )
         self.participant = Participant(self.ledger, self.executor)
+        self.reader = CommittedReader(
+            self.ledger, self.participant.fragments, dataflow.decl.tables, self.participant.locks
+        )
         self.spanning = frozenset(dataflow.spanning_streams)
         self.spans = SpanRunner(dataflow, self.ledger, self.executor, self.owner)
         self.hop_router = HopRouter(dataflow, self.ledger, self.executor, partitions)

@@ -66,6 +66,10 @@ class WriteSet:
             ws = ws.parent
         return _MISSING
 
+    def written(self, table: str, key: Key) -> bool:
+        """Whether a layer of the chain writes `key`."""
+        return self.lookup(table, key) is not _MISSING
+
     def lookup_window(self, name: str) -> WindowState | None:
         ws: WriteSet | None = self
         while ws is not None:

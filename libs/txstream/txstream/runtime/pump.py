@@ -65,7 +65,8 @@ class TaskPump:
         """Process what is available, starting a commit whenever a group is due (after any
         record, so the commit policy holds however many records one poll returns).
         Returns the commits that finished meanwhile."""
-        first = self.consumer.poll(whole_ms(self.task.idle_wait(timeout_s)))
+        with self.task.reads.idle():  # reads are answered on their own threads meanwhile
+            first = self.consumer.poll(whole_ms(self.task.idle_wait(timeout_s)))
         msgs = [] if first is None else [first, *self.consumer.consume(max_records - 1, 0)]
         records = [
             (topic, msg.offset() or 0, msg.value(), msg.key())
@@ -79,6 +80,7 @@ class TaskPump:
         finished += self.task.finish_commit()
         if self._paused:
             self._catch_up(msgs)
+        self.task.reads.answer_waiting()
         return finished
 
     def _catch_up(self, msgs: list[Message]) -> None:

@@ -7,7 +7,8 @@ CLOSED, and is made of parts with one job each:
 - `PartitionEngine` runs the transactions into a group;
 - `InputRouter` turns each delivered record into an engine call, or defers it;
 - `ExchangeSender` sends this engine's reads for spanning batches;
-- `CommitPipeline` decides when a group commits and runs the commit's phases.
+- `CommitPipeline` decides when a group commits and runs the commit's phases;
+- `TaskReads` answers reads of the committed state, asked from other threads.
 
 Opening the task fences any zombie producer, restores state (the newest usable of RocksDB
 and the snapshots, then the changelog or the command log), and returns the input positions
@@ -51,6 +52,7 @@ from txstream.runtime.exchange_sender import ExchangeSender
 from txstream.runtime.input_router import InputRecord, InputRouter
 from txstream.runtime.inputs import Inputs
 from txstream.runtime.partition_state import PartitionState
+from txstream.runtime.reads import TaskReads
 from txstream.runtime.task_metrics import TaskMetrics
 from txstream.runtime.unencodable_marker import UnencodableMarker
 from txstream.schemas.codec import BatchCodec
@@ -110,6 +112,7 @@ class PartitionTask:
             self.topics.command_log if mode.logged else None,
         )
         self.metrics = TaskMetrics(app.name, partition)
+        self.reads = TaskReads()
         self._opened = ExitStack()  # what `open` opened, closed in reverse by `close`
 
     @property
@@ -135,6 +138,7 @@ class PartitionTask:
             self._opened.close()
             raise
         self._transition(TaskState.RUNNING, TaskState.RESTORING)
+        self.reads.serve(self.engine.reader, self.inputs.topics, self.dataflow.decl.streams)
         return positions
 
     def _open(self) -> dict[str, int]:
@@ -382,4 +386,5 @@ class PartitionTask:
         not applied: RocksDB is only a cache of the log, and the restart replays it.
         Closing twice, or a task whose `open` failed, does nothing more."""
         self.status = TaskState.CLOSED
+        self.reads.close()
         self._opened.close()

@@ -1,0 +1,288 @@
+"""Reads of committed state from the workers that own them, over HTTP, in batches.
+
+Each read (a point read or read-only fragments) names its partition, computed with the one
+routing function; the owner of each partition is found from the app's consumer group
+(`kafka.owners`) and asked on its query endpoint (`txstream_worker.queries`). Reads bound
+for one worker travel together, a few batches in flight per worker, so many reads cost
+few requests. A read the worker no longer owns (a rebalance), or one whose worker cannot be
+reached, is sent again to the owner the group then names, until its timeout.
+
+An event loop in a daemon thread does the HTTP; any thread may `submit`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import aiohttp
+
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
+from txstream.kafka.owners import owners
+from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics
+from txstream.model.declarations import Key
+from txstream.oltp.messages import Fragment, TxnResult, key_of
+
+# Reads per request, and requests in flight per worker.
+MAX_BATCH = 128
+IN_FLIGHT = 4
+# While a partition has no owner (a rebalance, workers starting), the group is described
+# again this often.
+REDESCRIBE_S = 0.2
+
+
+# Reads refused without running: "failed", as the engines report such transactions.
+_REFUSED = frozenset({"unknown_procedure", "bad_request", "bad_read", "wrong_partition"})
+
+
+class ReadUnavailable(RuntimeError):
+    """No worker answered a read within its timeout; the message says what was seen."""
+
+
+@dataclass(frozen=True)
+class CommittedRow:
+    """A row as its partition committed it (None: there is none), and what that state
+    reflects: the partition, its inputs' next offsets and its streams' last batch ids."""
+
+    table: str
+    key: tuple[Any, ...]
+    row: dict[str, Any] | None
+    freshness: dict[str, Any]
+
+    @property
+    def found(self) -> bool:
+        return self.row is not None
+
+
+@dataclass
+class _Read:
+    partition: int
+    body: dict[str, Any]
+    future: Future[dict[str, Any]]
+    deadline: float
+    why: str = field(default="")  # the last reason it was not answered
+
+
+class ReadClient:
+    def __init__(self, settings: Settings, app: str) -> None:
+        self.settings, self.app = settings, app
+        self._count: int | None = None
+        self._owners: dict[int, str] = {}
+        self._described = 0.0
+        self._describing: asyncio.Future[None] | None = None
+        self._queues: dict[str, list[_Read]] = {}
+        self._sending: dict[str, int] = {}
+        self._unplaced: list[_Read] = []
+        self._posts: set[asyncio.Future[None]] = set()
+        self._inbox: list[_Read] = []  # submitted, not yet placed: taken by one wake-up
+        self._inbox_lock = threading.Lock()
+        self._woken = False
+        self._loop = asyncio.new_event_loop()
+        self._session: aiohttp.ClientSession | None = None
+        self._thread = threading.Thread(target=self._loop.run_forever, name="txclient-reads",
+                                        daemon=True)  # fmt: skip
+        self._thread.start()
+
+    def submit(self, partition: int, body: dict[str, Any], timeout_s: float) -> Future[Any]:
+        """Any thread: ask `body` (`{"table", "key"}` or `{"fragments"}`) of `partition`'s
+        owner; the future holds the worker's answer, or `ReadUnavailable`."""
+        future: Future[dict[str, Any]] = Future()
+        read = _Read(partition, {**body, "partition": partition}, future,
+                     time.monotonic() + timeout_s)  # fmt: skip
+        with self._inbox_lock:
+            self._inbox.append(read)
+            wake, self._woken = not self._woken, True
+        if wake:  # one wake-up of the loop for all the reads submitted meanwhile
+            self._loop.call_soon_threadsafe(self._take)
+        return future
+
+    def row(self, table: str, key: Key | int | str, timeout_s: float) -> Future[CommittedRow]:
+        """The committed row of `table` at `key` (`TxClient.read`), or `ValueError` naming
+        what the worker refused."""
+        k = key if isinstance(key, tuple) else (key,)
+        partition = partition_of(k, self._partitions())
+        asked = self.submit(partition, {"table": table, "key": list(k)}, timeout_s)
+        out: Future[CommittedRow] = Future()
+
+        def answered(f: Future[Any]) -> None:
+            error = f.exception()
+            if error is not None:
+                out.set_exception(error)
+                return
+            a = f.result()
+            if a["ok"]:
+                out.set_result(CommittedRow(table, k, a["row"], a["freshness"]))
+            else:
+                out.set_exception(ValueError(f"{table} {list(k)}: {a['reason']}: {a['detail']}"))
+
+        asked.add_done_callback(answered)
+        return out
+
+    def call(self, fragments: Sequence[Fragment], timeout_s: float) -> Future[TxnResult]:
+        """Read-only fragments on their one partition (`TxClient.submit_read_only`)."""
+        parts = {partition_of(key_of(f.key), self._partitions()) for f in fragments}
+        if len(parts) != 1:
+            raise ValueError(
+                f"a read-only call runs on one partition; these fragments are on {sorted(parts)}"
+            )
+        partition = parts.pop()
+        body = {"calls": [[f.key, f.procedure, f.params] for f in fragments]}
+        asked = self.submit(partition, body, timeout_s)
+        out: Future[TxnResult] = Future()
+
+        def answered(f: Future[Any]) -> None:
+            error = f.exception()
+            if error is not None:
+                out.set_exception(error)
+            else:
+                out.set_result(read_result(f.result(), partition))
+
+        asked.add_done_callback(answered)
+        return out
+
+    def _partitions(self) -> int:
+        """The app's partition count (its changelog's), which the routing function takes."""
+        if self._count is None:
+            changelog = AppTopics(self.app).changelog
+            try:
+                self._count = len(TopicAdmin(self.settings).partitions(changelog))
+            except TopicNotFoundError as e:
+                raise RuntimeError(
+                    f"no topic {changelog}: is app {self.app!r} running (its workers make "
+                    "its topics)?"
+                ) from e
+        return self._count
+
+    def close(self) -> None:
+        async def shut() -> None:
+            if self._session is not None:
+                await self._session.close()
+
+        if self._loop.is_running():
+            asyncio.run_coroutine_threadsafe(shut(), self._loop).result(5)
+            self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(5)
+
+    # --- in the loop -----------------------------------------------------------------------
+
+    def _take(self) -> None:
+        with self._inbox_lock:
+            reads, self._inbox, self._woken = self._inbox, [], False
+        for read in reads:
+            self._place(read)
+
+    def _place(self, read: _Read) -> None:
+        if read.future.cancelled():
+            return
+        if time.monotonic() >= read.deadline:
+            why = read.why or "no answer"
+            read.future.set_exception(ReadUnavailable(
+                f"partition {read.partition} of app {self.app!r}: {why} (are its workers "
+                "running, with their query endpoint on?)"
+            ))  # fmt: skip
+            return
+        url = self._owners.get(read.partition)
+        if url is None:
+            read.why = read.why or "no worker holds it in the app's consumer group"
+            self._unplaced.append(read)
+            self._describe()
+            return
+        self._queues.setdefault(url, []).append(read)
+        self._send(url)
+
+    def _describe(self) -> None:
+        """Learn the owners again (one description at a time, at most every
+        REDESCRIBE_S), then place the reads that wait for one."""
+        if self._describing is not None and not self._describing.done():
+            return
+        self._describing = asyncio.ensure_future(self._redescribe())
+
+    async def _redescribe(self) -> None:
+        wait = self._described + REDESCRIBE_S - time.monotonic()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        try:
+            found = await self._loop.run_in_executor(None, owners, self.settings, self.app)
+        except Exception as e:  # the broker is away: keep the old view, say why
+            found = self._owners
+            for r in self._unplaced:
+                r.why = f"the app's consumer group could not be described: {e}"
+        self._owners, self._described = found, time.monotonic()
+        self._describing = None  # a read placed nowhere below asks for the next one
+        waiting, self._unplaced = self._unplaced, []
+        for r in waiting:
+            self._place(r)
+
+    def _send(self, url: str) -> None:
+        queue = self._queues.get(url)
+        while queue and self._sending.get(url, 0) < IN_FLIGHT:
+            batch, self._queues[url] = queue[:MAX_BATCH], queue[MAX_BATCH:]
+            queue = self._queues[url]
+            self._sending[url] = self._sending.get(url, 0) + 1
+            post = asyncio.ensure_future(self._post(url, batch))
+            self._posts.add(post)  # held until done: the loop keeps only weak references
+            post.add_done_callback(self._posts.discard)
+
+    async def _post(self, url: str, batch: list[_Read]) -> None:
+        if self._session is None:
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        answered: set[int] = set()
+        try:
+            body = json.dumps({"reads": [r.body for r in batch]}).encode()
+            async with self._session.post(
+                f"{url}/v1/reads", data=body, headers={"Content-Type": "application/json"}
+            ) as resp:
+                if resp.status != 200:
+                    raise ReadUnavailable(f"{url} answered HTTP {resp.status}: {await resp.text()}")
+                async for line in resp.content:  # each answer as soon as it is ready
+                    i, answer = json.loads(line)
+                    answered.add(i)
+                    self._answer(url, batch[i], answer)
+        except (TimeoutError, aiohttp.ClientError, OSError, ReadUnavailable, ValueError) as e:
+            unanswered = [r for i, r in enumerate(batch) if i not in answered]
+            if unanswered:
+                self._lost(url, unanswered, f"{url}: {e or type(e).__name__}")
+            return
+        finally:
+            self._sending[url] -= 1
+        self._send(url)
+
+    def _answer(self, url: str, read: _Read, answer: dict[str, Any]) -> None:
+        if answer.get("reason") == "not_owner":
+            read.why = answer.get("detail", "not the owner")
+            self._forget(url)
+            self._place(read)
+        elif not read.future.cancelled():
+            read.future.set_result(answer)
+
+    def _lost(self, url: str, batch: list[_Read], why: str) -> None:
+        """The worker did not answer: ask whoever the group names next."""
+        self._forget(url)
+        for r in batch:
+            r.why = why
+            self._place(r)
+
+    def _forget(self, url: str) -> None:
+        self._owners = {p: u for p, u in self._owners.items() if u != url}
+        for r in self._queues.pop(url, []):
+            self._unplaced.append(r)
+        self._describe()
+
+
+def read_result(answer: dict[str, Any], partition: int) -> TxnResult:
+    """A worker's answer to read-only fragments, as a transaction's result."""
+    txn_id = f"read.p{partition}"
+    if answer["ok"]:
+        return TxnResult("", txn_id, "committed", results=json.dumps(answer["results"]),
+                         partitions=[partition])  # fmt: skip
+    status = "failed" if answer["reason"] in _REFUSED else "aborted"
+    return TxnResult("", txn_id, status, answer["reason"], answer.get("detail", ""),
+                     partitions=[partition])  # fmt: skip

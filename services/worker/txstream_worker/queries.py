@@ -1,0 +1,224 @@
+"""The worker's query endpoint: committed rows and read-only calls, from the partitions it
+owns, without a Kafka transaction.
+
+    GET  /v1/tables/{table}/row?key=<JSON>   one row, as its partition has committed it
+    POST /v1/reads   {"reads": [{"partition": p, "table": t, "key": [...]}
+                                | {"partition": p, "fragments": [...]}, ...]}
+                     answered as lines `[i, answer]` (NDJSON), each as soon as it is ready
+
+A read-only call's fragments are `{"key", "procedure", "params"}` objects (as the
+coordinator's endpoint takes them), or as `"calls"`, `[key as JSON, procedure, params as
+JSON]` strings, which is how `TxClient` sends them.
+
+Each answer names what it reflects (`freshness`: the partition, its inputs' next offsets
+and its streams' last batch ids as the last applied commit left them). A row of a partition
+another worker owns is redirected there (307), found from the app's consumer group
+(`kafka.owners`); in a batch, such a read is answered `not_owner` with the owner, for the
+client to ask there. The reads themselves are the tasks' (`runtime.reads`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
+
+from txstream.config import Settings
+from txstream.engine.committed_reads import Freshness
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.owners import owners, worker_client_id
+from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics
+from txstream.oltp.messages import Fragment, fragments_from_json, key_of
+from txstream.runtime.reads import ReadAnswer, ReadRequest, TaskClosed, TaskReads
+
+log = logging.getLogger(__name__)
+
+# How long a read may wait for a commit (a row a prepared 2PC transaction holds).
+READ_WAIT_S = 10.0
+# The app's group is described again at most this often to find other partitions' owners.
+OWNERS_TTL_S = 1.0
+MAX_READS = 10_000  # per batch request
+
+
+def freshness_json(f: Freshness) -> dict[str, Any]:
+    return {"partition": f.partition, "positions": dict(f.positions), "batches": dict(f.batches)}
+
+
+def answer_json(a: ReadAnswer) -> dict[str, Any]:
+    out: dict[str, Any] = {"ok": a.ok, "freshness": freshness_json(a.freshness)}
+    if a.ok:
+        out |= {"row": a.row, "results": json.loads(a.results)}
+    else:
+        out |= {"reason": a.reason, "detail": a.detail}
+    return out
+
+
+class Owners:
+    """The endpoint of each partition's owner, from the group, described at most once per
+    `OWNERS_TTL_S`."""
+
+    def __init__(self, settings: Settings, app: str) -> None:
+        self.settings, self.app = settings, app
+        self._known: dict[int, str] = {}
+        self._at = 0.0
+        self._lock = threading.Lock()
+
+    def of(self, partition: int) -> str | None:
+        with self._lock:
+            if time.monotonic() - self._at >= OWNERS_TTL_S:
+                try:
+                    self._known = owners(self.settings, self.app)
+                except Exception as e:  # the broker is away: the old view, and say why
+                    log.warning("could not describe the group of %s: %s", self.app, e)
+                self._at = time.monotonic()
+            return self._known.get(partition)
+
+
+class QueryEndpoint:
+    """The endpoint, served by uvicorn in a daemon thread on a socket bound at once (so the
+    worker can name it in its group before it joins)."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        app: str,
+        reads_of: Callable[[int], TaskReads | None],
+        host: str = "127.0.0.1",
+        port: int = 0,
+    ) -> None:
+        self.sock = socket.create_server((host, port))
+        self.host, self.port = host, int(self.sock.getsockname()[1])
+        self.client_id = worker_client_id(host, self.port)
+        api = make_api(settings, app, reads_of, f"http://{host}:{self.port}")
+        config = uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False)
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, name="queries", daemon=True
+        )
+
+    def start(self) -> None:
+        self.thread.start()
+
+
+def make_api(
+    settings: Settings, app: str, reads_of: Callable[[int], TaskReads | None], me: str
+) -> FastAPI:
+    api = FastAPI(title=f"txstream worker queries: {app}", docs_url=None, redoc_url=None)
+    owner_of = Owners(settings, app)
+    counted: list[int] = []
+
+    def partitions() -> int:
+        if not counted:
+            counted.append(len(TopicAdmin(settings).partitions(AppTopics(app).changelog)))
+        return counted[0]
+
+    async def ask(partition: int, request: ReadRequest) -> dict[str, Any]:
+        reads = reads_of(partition)
+        if reads is not None:
+            future = reads.ask(request)
+            try:
+                answer = await asyncio.wait_for(asyncio.wrap_future(future), READ_WAIT_S)
+                return answer_json(answer)
+            except TimeoutError:
+                detail = f"no answer in {READ_WAIT_S:.0f} s: the rows wait for a commit"
+                return {"ok": False, "reason": "timeout", "detail": detail}
+            except TaskClosed:
+                pass  # it moved meanwhile: ask the group
+        owner = await asyncio.get_running_loop().run_in_executor(None, owner_of.of, partition)
+        return {
+            "ok": False,
+            "reason": "not_owner",
+            "detail": f"partition {partition} of {app} is not served here ({me})",
+            "owner": None if owner == me else owner,
+        }
+
+    @api.get("/v1/tables/{table}/row")
+    async def row(table: str, key: str, request: Request) -> Response:
+        try:
+            k = key_of(key if key.lstrip().startswith("[") else f"[{key}]")
+        except ValueError as e:
+            return JSONResponse({"error": f"key {key!r}: {e}"}, status_code=400)
+        partition = partition_of(k, partitions())
+        out = await ask(partition, ReadRequest(table, k))
+        if out.get("reason") == "not_owner":
+            if out["owner"]:
+                return RedirectResponse(out["owner"] + str(request.url.path) + "?"
+                                        + str(request.url.query), status_code=307)  # fmt: skip
+            return JSONResponse(out, status_code=503, headers={"Retry-After": "1"})
+        if not out["ok"]:
+            code = {"bad_read": 404, "timeout": 504}.get(out["reason"], 500)
+            return JSONResponse(out, status_code=code)
+        body = {"table": table, "key": list(k), "found": out["row"] is not None, **out}
+        del body["results"], body["ok"]
+        return Response(json.dumps(body, default=str), media_type="application/json")
+
+    @api.post("/v1/reads")
+    async def reads(request: Request) -> Response:
+        try:
+            body = json.loads(await request.body())
+            asked = body["reads"]
+            if not isinstance(asked, list) or len(asked) > MAX_READS:
+                raise ValueError(f"'reads' must be a list of at most {MAX_READS}")
+            parsed = [_parse(r, i) for i, r in enumerate(asked)]
+        except (ValueError, KeyError, TypeError) as e:
+            return JSONResponse({"error": f"bad reads: {e}"}, status_code=400)
+        n = partitions()
+
+        async def numbered(i: int, p: int, r: ReadRequest) -> tuple[int, dict[str, Any]]:
+            wrong = _misplaced(p, r, n)
+            return i, (await ask(p, r) if wrong is None else wrong)
+
+        async def lines() -> AsyncIterator[str]:
+            """The answers as they come, each line `[i, answer]`, all those ready at once
+            in one chunk: a read waiting for a commit holds up none of the others."""
+            waiting = {asyncio.ensure_future(numbered(i, p, r)) for i, (p, r) in enumerate(parsed)}
+            while waiting:
+                done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                yield "".join(json.dumps(d.result(), default=str) + "\n" for d in done)
+
+        return StreamingResponse(lines(), media_type="application/x-ndjson")
+
+    return api
+
+
+def _misplaced(partition: int, r: ReadRequest, partitions: int) -> dict[str, Any] | None:
+    """An answer for a read whose keys are not all on `partition`, else None."""
+    keys = [key_of(f.key) for f in r.fragments] if r.fragments else [r.key]
+    elsewhere = sorted({p for k in keys if (p := partition_of(k, partitions)) != partition})
+    if not elsewhere:
+        return None
+    detail = (
+        f"asked of partition {partition}, but its keys are on partitions {elsewhere}: a "
+        "read-only call runs on one partition, the one owning all its keys"
+    )
+    return {"ok": False, "reason": "wrong_partition", "detail": detail}
+
+
+def _call(raw: Any, i: int) -> Fragment:
+    if not (isinstance(raw, list) and len(raw) == 3 and all(isinstance(x, str) for x in raw)):
+        raise ValueError(f"read {i}: each call is [key as JSON, procedure, params as JSON]")
+    key_of(raw[0])  # a key that is not one is refused here, naming it
+    return Fragment(raw[0], raw[1], raw[2])
+
+
+def _parse(raw: Any, i: int) -> tuple[int, ReadRequest]:
+    if not isinstance(raw, dict) or not isinstance(raw.get("partition"), int):
+        raise ValueError(f"read {i} needs an integer 'partition'")
+    if "fragments" in raw:
+        return raw["partition"], ReadRequest(fragments=fragments_from_json(raw["fragments"]))
+    if "calls" in raw:
+        return raw["partition"], ReadRequest(fragments=[_call(c, i) for c in raw["calls"]])
+    if not isinstance(raw.get("table"), str) or "key" not in raw:
+        raise ValueError(f"read {i} needs 'fragments', or 'table' and 'key'")
+    key = raw["key"] if isinstance(raw["key"], list) else [raw["key"]]
+    return raw["partition"], ReadRequest(raw["table"], key_of(json.dumps(key)))
