@@ -16,7 +16,7 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any
@@ -62,12 +62,17 @@ class CommittedRow:
         return self.row is not None
 
 
+def _as_is(answer: dict[str, Any]) -> Any:
+    return answer
+
+
 @dataclass
 class _Read:
     partition: int
     body: dict[str, Any]
-    future: Future[dict[str, Any]]
+    future: Future[Any]
     deadline: float
+    then: Callable[[dict[str, Any]], Any]
     why: str = field(default="")  # the last reason it was not answered
 
 
@@ -91,12 +96,18 @@ class ReadClient:
                                         daemon=True)  # fmt: skip
         self._thread.start()
 
-    def submit(self, partition: int, body: dict[str, Any], timeout_s: float) -> Future[Any]:
-        """Any thread: ask `body` (`{"table", "key"}` or `{"fragments"}`) of `partition`'s
-        owner; the future holds the worker's answer, or `ReadUnavailable`."""
-        future: Future[dict[str, Any]] = Future()
+    def submit(
+        self,
+        partition: int,
+        body: dict[str, Any],
+        timeout_s: float,
+        then: Callable[[dict[str, Any]], Any] = _as_is,
+    ) -> Future[Any]:
+        """Any thread: ask `body` (`{"table", "key"}` or `{"calls"}`) of `partition`'s owner;
+        the future holds `then(answer)` (an error `then` raises), or `ReadUnavailable`."""
+        future: Future[Any] = Future()
         read = _Read(partition, {**body, "partition": partition}, future,
-                     time.monotonic() + timeout_s)  # fmt: skip
+                     time.monotonic() + timeout_s, then)  # fmt: skip
         with self._inbox_lock:
             self._inbox.append(read)
             wake, self._woken = not self._woken, True
@@ -109,22 +120,13 @@ class ReadClient:
         what the worker refused."""
         k = key if isinstance(key, tuple) else (key,)
         partition = partition_of(k, self._partitions())
-        asked = self.submit(partition, {"table": table, "key": list(k)}, timeout_s)
-        out: Future[CommittedRow] = Future()
 
-        def answered(f: Future[Any]) -> None:
-            error = f.exception()
-            if error is not None:
-                out.set_exception(error)
-                return
-            a = f.result()
-            if a["ok"]:
-                out.set_result(CommittedRow(table, k, a["row"], a["freshness"]))
-            else:
-                out.set_exception(ValueError(f"{table} {list(k)}: {a['reason']}: {a['detail']}"))
+        def row(a: dict[str, Any]) -> CommittedRow:
+            if not a["ok"]:
+                raise ValueError(f"{table} {list(k)}: {a['reason']}: {a['detail']}")
+            return CommittedRow(table, k, a["row"], a["freshness"])
 
-        asked.add_done_callback(answered)
-        return out
+        return self.submit(partition, {"table": table, "key": list(k)}, timeout_s, row)
 
     def call(self, fragments: Sequence[Fragment], timeout_s: float) -> Future[TxnResult]:
         """Read-only fragments on their one partition (`TxClient.submit_read_only`)."""
@@ -135,18 +137,7 @@ class ReadClient:
             )
         partition = parts.pop()
         body = {"calls": [[f.key, f.procedure, f.params] for f in fragments]}
-        asked = self.submit(partition, body, timeout_s)
-        out: Future[TxnResult] = Future()
-
-        def answered(f: Future[Any]) -> None:
-            error = f.exception()
-            if error is not None:
-                out.set_exception(error)
-            else:
-                out.set_result(read_result(f.result(), partition))
-
-        asked.add_done_callback(answered)
-        return out
+        return self.submit(partition, body, timeout_s, lambda a: read_result(a, partition))
 
     def _partitions(self) -> int:
         """The app's partition count (its changelog's), which the routing function takes."""
@@ -261,7 +252,10 @@ class ReadClient:
             self._forget(url)
             self._place(read)
         elif not read.future.cancelled():
-            read.future.set_result(answer)
+            try:
+                read.future.set_result(read.then(answer))
+            except Exception as e:  # what the answer means, refused: the asker's error
+                read.future.set_exception(e)
 
     def _lost(self, url: str, batch: list[_Read], why: str) -> None:
         """The worker did not answer: ask whoever the group names next."""

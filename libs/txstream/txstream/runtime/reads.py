@@ -65,24 +65,25 @@ class TaskReads:
         self._topics, self._streams = tuple(topics), tuple(streams)
         self._reader = reader
 
-    def ask(self, request: ReadRequest) -> Future[ReadAnswer]:
-        """Any thread: the answer, at once if the task waits for input, else once it gets
-        to it."""
-        future: Future[ReadAnswer] = Future()
+    def ask(self, requests: Sequence[ReadRequest]) -> list[Future[ReadAnswer]]:
+        """Any thread: the answers, at once if the task waits for input, else once it gets
+        to them."""
+        asked = [(r, Future[ReadAnswer]()) for r in requests]
+        later = asked
         if self._reader is not None and self._state.acquire(blocking=False):
             try:
-                if self._try(request, future):
-                    return future
+                later = [(r, f) for r, f in asked if not self._try(r, f)]
             finally:
                 self._state.release()
-        with self._line:
-            if self._closed:
-                future.set_exception(TaskClosed("this worker no longer serves the partition"))
-            elif len(self._waiting) >= MAX_WAITING:
-                future.set_exception(RuntimeError(f"{MAX_WAITING} reads wait here already"))
-            else:
-                self._waiting.append((request, future))
-        return future
+        if later:
+            with self._line:
+                for _, future in later:
+                    if self._closed:
+                        future.set_exception(TaskClosed("this worker no longer serves it"))
+                    elif len(self._waiting) >= MAX_WAITING:
+                        future.set_exception(RuntimeError(f"{MAX_WAITING} reads wait here"))
+                self._waiting += [(r, f) for r, f in later if not f.done()]
+        return [f for _, f in asked]
 
     @contextmanager
     def idle(self) -> Iterator[None]:
