@@ -48,11 +48,14 @@ class BankCluster(ServiceCluster):
         self.processes.append(proc)
         return proc
 
-    def worker(self, failpoints: str = "", metrics_port: int | None = None) -> ServiceProcess:
+    def worker(
+        self, failpoints: str = "", metrics_port: int | None = None, query_port: int = 0
+    ) -> ServiceProcess:
         """A worker; its metrics on `metrics_port`, else on the cluster's `worker_metrics`
-        port (so a replacement worker serves where the first one did)."""
+        port (so a replacement worker serves where the first one did); its query endpoint
+        on `query_port` (0: any free port)."""
         port = self.worker_metrics if metrics_port is None else metrics_port
-        args = ["worker", "run", "--metrics-port", str(port)]
+        args = ["worker", "run", "--metrics-port", str(port), "--query-port", str(query_port)]
         return self._start(args, "worker.log", failpoints)
 
     def coordinator(

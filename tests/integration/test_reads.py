@@ -17,7 +17,7 @@ import pytest
 import requests
 from confluent_kafka import KafkaException
 
-from tests.conftest import KafkaEnv
+from tests.conftest import KafkaEnv, free_port
 from tests.integration.bank_cluster import BankCluster
 from txstream import AsyncTxClient, TxnResult
 from txstream.client import fragment
@@ -133,3 +133,24 @@ def test_the_asyncio_client_calls_and_reads_with_its_bound_on_requests_in_flight
     assert all(r.ok for r in results) and len(results) == 40
     assert balance == 140, "every credit applied once, and the read after them sees them all"
     assert peak == 4, "never more than its bound in flight, and the bound reached"
+
+
+def test_reads_of_a_sigkilled_workers_partition_are_answered_by_its_next_owner(
+    cluster: BankCluster,
+) -> None:
+    """The client keeps asking whoever the group names: after the session timeout the other
+    worker owns the partition, restored, and answers with what was committed."""
+    ports = free_port(), free_port()
+    workers = {f"http://127.0.0.1:{p}": cluster.worker(query_port=p) for p in ports}
+    cluster.coordinator()
+    a = cluster.account_on(0)
+    endpoints = two_owners(cluster)
+    with cluster.client(timeout_s=60) as client:
+        cluster.open(client, a)
+        for _ in range(5):
+            assert client.call([fragment(a, "debit", account=a, amount=2)]).ok
+        owner = endpoints[0]
+        workers[owner].kill()
+        row = client.read("accounts", a, timeout_s=120)
+        assert row.row is not None and row.row["balance"] == 90
+        assert owners(cluster.settings, cluster.name)[0] != owner, "another worker answered"
