@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import random
 import statistics
 import sys
@@ -71,14 +72,25 @@ class Result:
     latencies_ms: list[float] = field(default_factory=list)
     failed: int = 0
     retries: int = 0
+    reads_ms: list[float] = field(default_factory=list)  # the reads' latencies alone
+    writes_ms: list[float] = field(default_factory=list)
+
+    def done(self, op: Op, ms: float) -> None:
+        self.latencies_ms.append(ms)
+        (self.reads_ms if op.read else self.writes_ms).append(ms)
 
     def row(self) -> str:
         lat = sorted(self.latencies_ms)
         q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [0.0] * 99
         rate = len(lat) / self.seconds if self.seconds else 0.0
+
+        def p50(xs: list[float]) -> str:
+            return f"{statistics.median(xs):.1f}" if xs else "-"
+
         return (
             f"| {self.system} | {self.workload.upper()} | {len(lat):,} | {rate:,.0f} | "
-            f"{q[49]:.1f} | {q[94]:.1f} | {q[98]:.1f} | {self.failed} | {self.retries} |"
+            f"{q[49]:.1f} | {q[94]:.1f} | {q[98]:.1f} | {p50(self.reads_ms)} | "
+            f"{p50(self.writes_ms)} | {self.failed} | {self.retries} |"
         )
 
 
@@ -193,7 +205,7 @@ def txstream_run(
 ) -> Result:
     result = Result(system, workload)
     done_at: dict[Future[TxnResult], float] = {}
-    pending: dict[Future[TxnResult], float] = {}
+    pending: dict[Future[TxnResult], tuple[float, Op]] = {}
 
     def finished(f: Future[TxnResult]) -> None:
         done_at[f] = time.perf_counter()
@@ -211,19 +223,71 @@ def txstream_run(
             else:
                 frag = fragment(op.key, "update", id=op.key, field=op.field, value=op.value)
                 future = client.submit([frag])
-            pending[future] = time.perf_counter()
+            pending[future] = (time.perf_counter(), op)
             future.add_done_callback(finished)
             sent += 1
         complete, _ = wait(pending, 60, FIRST_COMPLETED)
         if not complete:
             raise RuntimeError(f"no answer in 60 s with {len(pending)} operations outstanding")
         for f in complete:
-            t0 = pending.pop(f)
+            t0, done_op = pending.pop(f)
             if f.result().ok:
-                result.latencies_ms.append((done_at.get(f, time.perf_counter()) - t0) * 1000)
+                result.done(done_op, (done_at.get(f, time.perf_counter()) - t0) * 1000)
             else:
                 result.failed += 1
     result.seconds = time.perf_counter() - started
+    return result
+
+
+def _client_process(
+    name: str, ops: list[Op], in_flight: int, direct: bool, committed_reads: bool,
+    start: Any, out: Any,
+) -> None:  # fmt: skip
+    """One of several client processes: its own TxClient, its share of the operations."""
+    with TxClient(name, Settings(), direct=direct) as client:
+        client.call([fragment(ops[0].key, "read", id=ops[0].key)], read_only=committed_reads)
+        start.wait()  # every process connected and warm: they start together
+        r = txstream_run(client, "", ops, in_flight, committed_reads=committed_reads)
+    out.put((r.seconds, r.reads_ms, r.writes_ms, r.failed))
+
+
+def txstream_processes(
+    name: str,
+    workload: str,
+    ops: list[Op],
+    in_flight: int,
+    processes: int,
+    direct: bool,
+    committed_reads: bool,
+    system: str,
+) -> Result:
+    """The operations dealt round-robin to `processes` client processes, `in_flight` shared
+    among them; ops/s over the slowest one's time."""
+    ctx = multiprocessing.get_context("spawn")
+    start, out = ctx.Barrier(processes + 1), ctx.Queue()
+    share = max(1, in_flight // processes)
+    procs = [
+        ctx.Process(target=_client_process,
+                    args=(name, ops[i::processes], share, direct, committed_reads, start, out))
+        for i in range(processes)
+    ]  # fmt: skip
+    for proc in procs:
+        proc.start()
+    try:
+        start.wait(300)
+        result = Result(system, workload)
+        for _ in procs:
+            seconds, reads_ms, writes_ms, failed = out.get(timeout=600)
+            result.seconds = max(result.seconds, seconds)
+            result.reads_ms += reads_ms
+            result.writes_ms += writes_ms
+            result.latencies_ms += reads_ms + writes_ms
+            result.failed += failed
+    finally:
+        for proc in procs:
+            proc.join(30)
+            if proc.is_alive():
+                proc.kill()
     return result
 
 
@@ -270,7 +334,7 @@ def pg_run(dsn: str, workload: str, ops: list[Op], clients: int) -> Result:
         with lock:
             result.retries += retries
             if ok:
-                result.latencies_ms.append(elapsed)
+                result.done(op, elapsed)
             else:
                 result.failed += 1
 
@@ -325,6 +389,13 @@ def main() -> int:
         "(its query endpoint), or transactions on the path of --paths",
     )
     p.add_argument(
+        "--client-processes",
+        type=int,
+        default=1,
+        help="txstream: client processes sharing the operations and --in-flight (each its "
+        "own TxClient, reading its own replies)",
+    )
+    p.add_argument(
         "--systems",
         default="txstream,postgresql",
         help="which systems run, comma-separated: txstream and/or postgresql (one alone for "
@@ -355,8 +426,14 @@ def main() -> int:
             with TxClient(name, settings, direct=path == "direct") as c:
                 txstream_load(c, args.records, args.partitions)
                 for w in workloads:
-                    run = txstream_run(c, w, plans[w], args.in_flight, systems[path],
-                                       args.reads == "committed")  # fmt: skip
+                    if args.client_processes > 1:
+                        run = txstream_processes(
+                            name, w, plans[w], args.in_flight, args.client_processes,
+                            path == "direct", args.reads == "committed", systems[path],
+                        )  # fmt: skip
+                    else:
+                        run = txstream_run(c, w, plans[w], args.in_flight, systems[path],
+                                           args.reads == "committed")  # fmt: skip
                     results.append(run)
                     print(results[-1].row(), file=sys.stderr)
                 if (n := txstream_rows(c)) != args.records:
@@ -375,8 +452,9 @@ def main() -> int:
     m = machine()
     print(f"Date: {date.today()}. Machine: {machine_text(m)}. PostgreSQL {version}. Command: "
           f"`.venv/bin/python -m bench.ycsb_bench {' '.join(sys.argv[1:])}`.")  # fmt: skip
-    print("| system | workload | ops | ops/s | p50 ms | p95 ms | p99 ms | failed | retries |")
-    print("|---|---|---|---|---|---|---|---|---|")
+    print("| system | workload | ops | ops/s | p50 ms | p95 ms | p99 ms | reads p50 ms | "
+          "writes p50 ms | failed | retries |")  # fmt: skip
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for r in results:
         print(r.row())
     rates = {(r.system, r.workload): len(r.latencies_ms) / r.seconds for r in results}

@@ -22,9 +22,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
+from confluent_kafka.admin import AdminClient
 
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
+from txstream.kafka.clients import common_config
 from txstream.kafka.owners import owners
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
@@ -80,6 +82,7 @@ class ReadClient:
     def __init__(self, settings: Settings, app: str) -> None:
         self.settings, self.app = settings, app
         self._count: int | None = None
+        self._admin: AdminClient | None = None  # made on the first description
         self._owners: dict[int, str] = {}
         self._described = 0.0
         self._describing: asyncio.Future[None] | None = None
@@ -201,7 +204,11 @@ class ReadClient:
         if wait > 0:
             await asyncio.sleep(wait)
         try:
-            found = await self._loop.run_in_executor(None, owners, self.settings, self.app)
+            if self._admin is None:
+                self._admin = AdminClient(common_config(self.settings))
+            found = await self._loop.run_in_executor(
+                None, owners, self.settings, self.app, 10.0, self._admin
+            )
         except Exception as e:  # the broker is away: keep the old view, say why
             found = self._owners
             for r in self._unplaced:

@@ -30,12 +30,14 @@ from concurrent.futures import Future
 from typing import Any
 
 import uvicorn
+from confluent_kafka.admin import AdminClient
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 
 from txstream.config import Settings
 from txstream.engine.committed_reads import Freshness
 from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import common_config
 from txstream.kafka.owners import owners, worker_client_id
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
@@ -73,12 +75,15 @@ class Owners:
         self._known: dict[int, str] = {}
         self._at = 0.0
         self._lock = threading.Lock()
+        self._admin: AdminClient | None = None
 
     def of(self, partition: int) -> str | None:
         with self._lock:
             if time.monotonic() - self._at >= OWNERS_TTL_S:
                 try:
-                    self._known = owners(self.settings, self.app)
+                    if self._admin is None:
+                        self._admin = AdminClient(common_config(self.settings))
+                    self._known = owners(self.settings, self.app, admin=self._admin)
                 except Exception as e:  # the broker is away: the old view, and say why
                     log.warning("could not describe the group of %s: %s", self.app, e)
                 self._at = time.monotonic()

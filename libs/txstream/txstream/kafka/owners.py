@@ -36,12 +36,15 @@ def endpoint_of(client_id: str) -> str | None:
     return f"http://{address}" if sep and host and port.isdigit() else None
 
 
-def owners(settings: Settings, app: str, timeout_s: float = 10.0) -> dict[int, str]:
+def owners(
+    settings: Settings, app: str, timeout_s: float = 10.0, admin: AdminClient | None = None
+) -> dict[int, str]:
     """{partition: query endpoint} of the workers holding the app's partitions now (its
     inputs are co-partitioned: one worker holds every input of a partition); a partition
-    in a rebalance, or held by a worker without an endpoint, is missing."""
+    in a rebalance, or held by a worker without an endpoint, is missing. `admin`: a client
+    to ask with, kept by callers that ask often (a new one connects first)."""
     group = worker_group(app)
-    admin = AdminClient(common_config(settings))
+    admin = admin or AdminClient(common_config(settings))
     desc = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
     found: dict[int, str] = {}
     for member in desc.result(timeout_s).members:

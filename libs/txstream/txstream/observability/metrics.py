@@ -68,6 +68,13 @@ DIRECT = Counter(
     "Direct (single-partition, client to engine) transactions answered, by status",
     ["app", "status"],
 )
+COMMITTED_READS = Counter(
+    "txstream_committed_reads_total",
+    "Reads of committed state answered by the worker (point reads and read-only calls): "
+    "at_once, or after_a_step of the partition's task (it was busy, or the rows waited "
+    "for a commit)",
+    ["app", "answered"],
+)
 PARTICIPANT = Counter(
     "txstream_2pc_participant_total",
     "2PC at the engines: votes (yes/no) and decisions applied",

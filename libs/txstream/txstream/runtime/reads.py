@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from txstream.engine.committed_reads import CommittedReader, Conflict, Freshness
 from txstream.engine.fragments import Failed
 from txstream.model.declarations import Key, Record
+from txstream.observability import metrics
 from txstream.oltp.messages import Fragment
 
 # Reads waiting for a commit at one task; past that, a new one is refused as busy.
@@ -48,7 +49,7 @@ class ReadAnswer:
 
 
 class TaskReads:
-    def __init__(self) -> None:
+    def __init__(self, app: str = "") -> None:
         self._state = threading.Lock()
         self._state.acquire()  # the task's, released only while it waits for input
         self._line = threading.Lock()  # guards `_waiting`
@@ -58,6 +59,8 @@ class TaskReads:
         self._streams: tuple[str, ...] = ()
         self._closed = False
         self._fresh: Freshness | None = None  # while the state stands still
+        self._at_once = metrics.COMMITTED_READS.labels(app, "at_once")
+        self._waited = metrics.COMMITTED_READS.labels(app, "after_a_step")
 
     def serve(self, reader: CommittedReader, topics: Iterable[str], streams: Iterable[str]) -> None:
         """Answer from `reader` from now on (the task is running); freshness names the
@@ -75,6 +78,7 @@ class TaskReads:
                 later = [(r, f) for r, f in asked if not self._try(r, f)]
             finally:
                 self._state.release()
+        self._at_once.inc(len(asked) - len(later))
         if later:
             with self._line:
                 for _, future in later:
@@ -104,6 +108,7 @@ class TaskReads:
         with self._line:
             waiting, self._waiting = self._waiting, []
         still = [(r, f) for r, f in waiting if not self._try(r, f)]
+        self._waited.inc(len(waiting) - len(still))
         if still:
             with self._line:
                 self._waiting[:0] = still

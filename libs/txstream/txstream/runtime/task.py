@@ -112,7 +112,7 @@ class PartitionTask:
             self.topics.command_log if mode.logged else None,
         )
         self.metrics = TaskMetrics(app.name, partition)
-        self.reads = TaskReads()
+        self.reads = TaskReads(app.name)
         self._opened = ExitStack()  # what `open` opened, closed in reverse by `close`
 
     @property
