@@ -87,7 +87,8 @@ class CommitPipeline:
         input_waits: bool = False,
     ) -> bool:
         """Whether to commit `group` now. `end_of_run`: the records at hand are all handled,
-        which is when a waiting 2PC vote is committed (votes in one run share a commit).
+        which is when a waiting 2PC vote is committed (votes in one run share a commit),
+        and any answer a client or the coordinator waits on, unless a commit is in flight.
         While one commit is in flight the group grows until that one is done, or until the
         size cap, so under load groups grow to fill the commit's round trips; with a
         `backlog` a group stays open for the policy's longer busy interval. `input_waits`:
@@ -100,6 +101,10 @@ class CommitPipeline:
         if self.in_flight is not None and not self.in_flight.sent.done():
             return full
         if input_waits:
+            return True
+        if end_of_run and not backlog and (group.replies or group.results):
+            # a client waits on each, and nothing else is at hand to join them: the
+            # commit in flight, when there is one, is what groups answers under load
             return True
         wait_ms = self.policy.wait_ms(backlog)
         if group.replies or group.results:  # a client waits on each OLTP reply
