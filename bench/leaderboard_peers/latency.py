@@ -50,13 +50,14 @@ SEND_TICK_S = 0.002
 
 @dataclass(frozen=True)
 class Level:
-    fraction: float
+    fraction: float  # of the maximum the offered rate was derived from
     target_rate: float
     achieved_rate: float
     batches: int
     p50_ms: float
     p99_ms: float
     max_ms: float
+    system: str = "txstream"
 
 
 def _worker(settings: Settings, app_name: str, params: Params) -> Supervised:
@@ -112,8 +113,14 @@ def measure_level(
         latencies, span = _paced(producer, settings, loader, topics, batches, rate)
     finally:
         worker.stop()
-    counted = latencies[int(rate * WARMUP_S) :]
-    ordered = sorted(counted)
+    return level_of(fraction, rate, latencies, span, "txstream")
+
+
+def level_of(
+    fraction: float, rate: float, latencies: Sequence[float], span: float, system: str
+) -> Level:
+    """The percentiles of `latencies` (seconds, in send order) past the warm-up."""
+    ordered = sorted(latencies[int(rate * WARMUP_S) :])
     return Level(
         fraction,
         rate,
@@ -122,7 +129,30 @@ def measure_level(
         statistics.median(ordered) * 1000,
         ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))] * 1000,
         ordered[-1] * 1000,
+        system,
     )
+
+
+def send_paced(
+    producer: Producer,
+    topic: str,
+    records: Sequence[tuple[int, bytes]],
+    rate: float,
+    key: bytes | None = None,
+) -> tuple[float, dict[int, float]]:
+    """Send record i at start + i/rate (waking every SEND_TICK_S to send what is due);
+    returns the start and each batch id's send time."""
+    sent: dict[int, float] = {}
+    start = time.monotonic()
+    for i, (batch_id, value) in enumerate(records):
+        due = start + i / rate
+        if due > time.monotonic():
+            time.sleep(max(due - time.monotonic(), SEND_TICK_S))
+        send(producer, topic, value, key=key)
+        sent[batch_id] = time.monotonic()
+        producer.poll(0)
+    producer.flush(30)
+    return start, sent
 
 
 class _Notices(threading.Thread):
@@ -165,25 +195,16 @@ def _paced(
     batches: Sequence[tuple[int, list[dict[str, Any]]]],
     rate: float,
 ) -> tuple[list[float], float]:
-    """Send batch i at start + i/rate (waking every SEND_TICK_S to send what is due); return
-    each batch's send-to-committed latency, and the seconds from the first send to the last
-    batch committed."""
+    """Send the batches paced at `rate`; return each batch's send-to-committed latency, and
+    the seconds from the first send to the last batch committed."""
     notices = _Notices(settings, topics.commits)
     notices.start()
     topic, codec = topics.stream("votes"), loader.codecs["votes"]
     last_id = batches[-1][0]
-    sent: dict[int, float] = {}
-    start = time.monotonic()
-    deadline = start + len(batches) / rate + 120
+    records = [(b, codec.encode("votes", b, tuples)) for b, tuples in batches]
+    deadline = time.monotonic() + len(batches) / rate + 120
     try:
-        for i, (batch_id, tuples) in enumerate(batches):
-            due = start + i / rate
-            if due > time.monotonic():
-                time.sleep(max(due - time.monotonic(), SEND_TICK_S))
-            send(producer, topic, codec.encode("votes", batch_id, tuples))
-            sent[batch_id] = time.monotonic()
-            producer.poll(0)
-        producer.flush(30)
+        start, sent = send_paced(producer, topic, records, rate)
         while notices.committed() < last_id:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"{notices.committed()}/{last_id} batches committed in time")
@@ -209,9 +230,13 @@ def run(
     seed: int,
     work: Path,
     tags: list[str],
+    fractions: Sequence[float] = FRACTIONS,
+    peer: Callable[[float, Path, float], Level] | None = None,
 ) -> list[Level]:
+    """txstream at each fraction of `max_rate`, and with `peer(rate, votes, fraction)` the
+    peer right after it on the same votes: the same offered rates for both, in one run."""
     levels = []
-    for fraction in FRACTIONS:
+    for fraction in fractions:
         rate = max_rate * fraction
         votes = work / f"latency-{fraction}.txt"
         write_votes_file(
@@ -220,13 +245,16 @@ def run(
             contestants=params.contestants,
             seed=seed + 1,
         )
-        level = measure_level(settings, params, batch_size, rate, votes, fraction, tags)
-        print(
-            f"latency at {fraction:.0%} ({rate:,.0f} batches/s): p50 {level.p50_ms:.0f} ms, "
-            f"p99 {level.p99_ms:.0f} ms",
-            file=sys.stderr,
-        )
-        levels.append(level)
+        measured = [measure_level(settings, params, batch_size, rate, votes, fraction, tags)]
+        if peer is not None:
+            measured.append(peer(rate, votes, fraction))
+        for level in measured:
+            print(
+                f"{level.system} latency at {rate:,.0f} batches/s: p50 {level.p50_ms:.0f} ms, "
+                f"p99 {level.p99_ms:.0f} ms",
+                file=sys.stderr,
+            )
+        levels += measured
     return levels
 
 
@@ -234,14 +262,16 @@ def markdown(levels: Sequence[Level], meta: dict[str, Any]) -> str:
     out = [
         f"Date: {meta['date']}. Machine: {meta['machine_text']}. Command: `{meta['command']}`.",
         "",
-        "| load | offered batches/s | achieved batches/s | batches | p50 | p99 | max |",
-        "|---|---:|---:|---:|---:|---:|---:|",
+        f"Offered rates are fractions of the maximum of {meta.get('latency_of', 'txstream')}.",
+        "",
+        "| system | load | offered batches/s | achieved batches/s | batches | p50 | p99 | max |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
     ]
     for v in levels:
         out.append(
-            f"| {v.fraction:.0%} of max | {v.target_rate:,.0f} | {v.achieved_rate:,.0f} "
-            f"| {v.batches:,} | {v.p50_ms:,.0f} ms | {v.p99_ms:,.0f} ms "
-            f"| {v.max_ms:,.0f} ms |"
+            f"| {v.system} | {v.fraction:.0%} of max | {v.target_rate:,.0f} "
+            f"| {v.achieved_rate:,.0f} | {v.batches:,} | {v.p50_ms:,.0f} ms "
+            f"| {v.p99_ms:,.0f} ms | {v.max_ms:,.0f} ms |"
         )
     return "\n".join(out)
 
@@ -249,21 +279,14 @@ def markdown(levels: Sequence[Level], meta: dict[str, Any]) -> str:
 def plot(levels: Sequence[Level], meta: dict[str, Any], path: Path) -> None:
     fig = Figure(figsize=(7, 4.5), layout="constrained")
     ax = fig.subplots()
-    xs = [v.target_rate for v in levels]
-    ax.plot(xs, [v.p50_ms for v in levels], marker="o", label="p50")
-    ax.plot(xs, [v.p99_ms for v in levels], marker="s", label="p99")
-    for v in levels:
-        ax.annotate(
-            f"{v.fraction:.0%}",
-            (v.target_rate, v.p99_ms),
-            textcoords="offset points",
-            xytext=(0, 6),
-            ha="center",
-            fontsize="small",
-        )
+    for system in dict.fromkeys(v.system for v in levels):
+        mine = [v for v in levels if v.system == system]
+        xs = [v.target_rate for v in mine]
+        ax.plot(xs, [v.p50_ms for v in mine], marker="o", label=f"{system} p50")
+        ax.plot(xs, [v.p99_ms for v in mine], marker="s", label=f"{system} p99")
     ax.set_xlabel("offered load (batches/s, 1 vote per batch)")
     ax.set_ylabel("send to committed (ms)")
-    ax.set_title(f"txstream leaderboard latency, {meta['date']}")
+    ax.set_title(f"leaderboard latency at equal offered rates, {meta['date']}")
     ax.set_ylim(bottom=0)
     ax.grid(True, alpha=0.3)
     ax.legend()

@@ -8,7 +8,7 @@ import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -27,27 +27,13 @@ APP = Path(__file__).with_name("quix_app.py")
 GUARANTEES = "exactly-once (Kafka txns + RocksDB changelog); order (1 partition, 1 key)"
 
 
-def run(
-    settings: Settings,
-    votes: Path,
-    params: Params,
-    batch_size: int,
-    work: Path,
-    timeout_s: float,
-    tags: list[str],
-) -> Measured:
-    """Load the votes topic, start the Quix app, and time it from its first committed output
-    record to its last (start-up excluded); then ask it for the result document."""
+def start_app(
+    settings: Settings, params: Params, source: str, sink: str, name: str, work: Path
+) -> tuple[subprocess.Popen[bytes], IO[str]]:
+    """The Quix app reading `source` and writing `sink`, on the CPUs a txstream worker gets
+    (`worker_cpus`), so both run on the same ground; its log under `work`."""
     if not PEERS_PYTHON.exists():
         raise RuntimeError(f"{PEERS_PYTHON} is missing: run `make peers-venv`")
-    name = f"bench-quix-{uuid.uuid4().hex[:8]}"
-    tags.append(name)
-    source, sink = f"{name}.votes", f"{name}.results"
-    total = produce_votes(settings, source, votes, batch_size)
-    producer = Producer(idempotent_producer_config(settings))
-    producer.produce(source, json.dumps({"result": True}).encode(), key=KEY)
-    producer.flush(30)
-    TopicAdmin(settings).create_topic(sink, 1)
     argv = [
         str(PEERS_PYTHON),
         str(APP),
@@ -69,9 +55,41 @@ def run(
         ),
     ]
     log = (work / f"{name}.log").open("w")
-    # On the CPUs a txstream worker gets (`worker_cpus`), so both run on the same ground.
     pin = pinning(settings.worker_cpu_set, "worker_cpus")
     app = subprocess.Popen(argv, cwd=work, stdout=log, stderr=subprocess.STDOUT, preexec_fn=pin)
+    return app, log
+
+
+def stop_app(app: subprocess.Popen[bytes], log: IO[str]) -> None:
+    app.send_signal(signal.SIGTERM)
+    try:
+        app.wait(30)
+    except subprocess.TimeoutExpired:
+        app.kill()
+        app.wait()
+    log.close()
+
+
+def run(
+    settings: Settings,
+    votes: Path,
+    params: Params,
+    batch_size: int,
+    work: Path,
+    timeout_s: float,
+    tags: list[str],
+) -> Measured:
+    """Load the votes topic, start the Quix app, and time it from its first committed output
+    record to its last (start-up excluded); then ask it for the result document."""
+    name = f"bench-quix-{uuid.uuid4().hex[:8]}"
+    tags.append(name)
+    source, sink = f"{name}.votes", f"{name}.results"
+    total = produce_votes(settings, source, votes, batch_size)
+    producer = Producer(idempotent_producer_config(settings))
+    producer.produce(source, json.dumps({"result": True}).encode(), key=KEY)
+    producer.flush(30)
+    TopicAdmin(settings).create_topic(sink, 1)
+    app, log = start_app(settings, params, source, sink, name, work)
     consumer = Consumer(read_committed_consumer_config(settings, f"{name}-reader"))
     consumer.assign([TopicPartition(sink, 0, 0)])
     try:
@@ -96,13 +114,7 @@ def run(
                 first_n, first_t = seen, last_t
     finally:
         consumer.close()
-        app.send_signal(signal.SIGTERM)
-        try:
-            app.wait(30)
-        except subprocess.TimeoutExpired:
-            app.kill()
-            app.wait()
-        log.close()
+        stop_app(app, log)
     if seen != total:
         raise RuntimeError(f"Quix Streams: {seen} output records for {total} batches")
     return Measured(

@@ -7,8 +7,10 @@ Systems (issue 9): (a) `sync`, a client calling the three procedures as PostgreS
 transactions; (b) `faust`, a Faust agent calling PostgreSQL per batch; (c) `quix`, Quix
 Streams with exactly-once and RocksDB state; (d) `txstream`, all guarantees, and `relaxed`,
 txstream with the votes partitioned (order per partition only). A private
-PostgreSQL cluster is started for (a) and (b) and removed after. With `--latency`, txstream's
-end-to-end latency is then measured at 25/50/75% of the throughput it reached here.
+PostgreSQL cluster is started for (a) and (b) and removed after. With `--latency`, the
+end-to-end latency is then measured at paced rates: with Quix Streams in the run, txstream's
+and Quix's at the same offered rates, 25% and 50% of the throughput Quix reached here (both
+can sustain them); without it, txstream's at 25/50/75% of its own.
 Writes docs/figures/leaderboard_peers.{json,png} and prints the markdown for
 docs/benchmarks.md.
 """
@@ -34,6 +36,7 @@ from bench.leaderboard_peers import (
     faust_pg,
     latency,
     quix,
+    quix_latency,
     report,
     sync_oltp,
     txstream_partitioned,
@@ -52,6 +55,9 @@ from txstream.stack.broker import KafkaBroker
 
 ROOT = Path(__file__).resolve().parents[2]
 SYSTEMS = ("sync", "faust", "quix", "txstream", "relaxed")
+# With Quix Streams in the run, both are paced at these fractions of Quix's maximum: rates
+# both can sustain.
+PEER_FRACTIONS = (0.25, 0.50)
 NAMES = {
     "sync": "client + PostgreSQL, sync OLTP (H-Store sync analog)",
     "faust": "Faust agent + PostgreSQL (Storm/Esper + VoltDB analog)",
@@ -151,7 +157,9 @@ def main() -> None:
     parser.add_argument(
         "--latency",
         action="store_true",
-        help="then txstream's latency at 25/50/75%% of its throughput",
+        help="then the latency at paced rates: with quix among --systems, txstream's and "
+        "Quix's at the same rates, 25%% and 50%% of Quix's throughput; else txstream's at "
+        "25/50/75%% of its own",
     )
     parser.add_argument(
         "--latency-seconds",
@@ -209,9 +217,23 @@ def main() -> None:
             tags += [str(r.doc["app"]) for r in results if r.doc and "app" in r.doc]
             levels: list[latency.Level] = []
             base = report.baseline(results)
+            quix_run = next((r for r in results if r.system.startswith("Quix") and r.correct),
+                            None)  # fmt: skip
             if args.latency:
                 if base is None:
                     console.print("[red]no correct txstream run: latency skipped[/red]")
+                elif quix_run is not None:  # both at the same rates, fractions of Quix's max
+                    meta["latency_of"] = quix_latency.SYSTEM
+
+                    def peer(rate: float, votes: Path, fraction: float) -> latency.Level:
+                        return quix_latency.measure_level(
+                            settings, params, args.batch_size, rate, votes, fraction, work, tags
+                        )
+
+                    levels = latency.run(
+                        settings, params, args.batch_size, quix_run.rate,
+                        args.latency_seconds, args.seed, work, tags, PEER_FRACTIONS, peer,
+                    )  # fmt: skip
                 else:
                     levels = latency.run(
                         settings,
