@@ -9,6 +9,7 @@ it kept: the account is debited once, and both answers are the first outcome.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -117,3 +118,26 @@ def test_each_client_reads_only_its_own_answers(cluster: BankCluster) -> None:
     assert all(rid.startswith("r1-") for rid in by_partition[1]) and len(by_partition[1]) >= 4
     assert all(rid.startswith("r2-") for rid in by_partition[2]) and len(by_partition[2]) >= 4
     assert not any(ids for p, ids in by_partition.items() if p not in (1, 2))
+
+
+def test_a_call_with_no_worker_running_says_so_and_runs_when_one_starts(
+    cluster: BankCluster,
+) -> None:
+    account = cluster.account_on(0)
+    with cluster.client(timeout_s=60) as client:
+        with pytest.raises(OltpTimeout, match=r"no worker of app .* is running") as stopped:
+            client.call([fragment(account, "open_accounts", accounts=[account])], 3)
+        request_id = stopped.value.request_id
+        assert request_id is not None
+        cluster.worker()
+        cluster.coordinator()  # for the balance query
+        deadline = time.monotonic() + 120
+        while True:  # asked again, until the worker has joined and answers
+            try:
+                again = client.call([fragment(account, "open_accounts", accounts=[account])],
+                                    30, request_id=request_id)  # fmt: skip
+                break
+            except OltpTimeout as e:
+                assert time.monotonic() < deadline, e
+        assert again.ok, again
+        assert cluster.balance(client, account) == 100

@@ -81,7 +81,8 @@ class AsyncTxClient:
             try:
                 return await asyncio.wait_for(asyncio.wrap_future(future), timeout + READ_GRACE_S)
             except TimeoutError as e:
-                raise client.unanswered(future, timeout) from e
+                stopped = await asyncio.to_thread(client.not_running, future)
+                raise (stopped or client.unanswered(future, timeout)) from e
 
     async def read(
         self, table: str, key: Key | int | str, timeout_s: float | None = None

@@ -22,19 +22,21 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass
 from time import perf_counter
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from txstream.config import Settings
 from txstream.in_flight import InFlight
 from txstream.kafka.clients import (
+    common_config,
     idempotent_producer_config,
     read_committed_consumer_config,
     send,
 )
+from txstream.kafka.owners import members, worker_group
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Key
@@ -52,57 +54,25 @@ from txstream.oltp.messages import (
     request_id_for,
 )
 from txstream.oltp.predicates import Aggregate, Condition
+from txstream.pending import OltpTimeout, Pending, Promise
 from txstream.read_client import CommittedRow, ReadClient
 from txstream.schemas.registry import SchemaRegistry
 
 log = logging.getLogger(__name__)
 
+__all__ = [
+    "READ_GRACE_S",
+    "OltpTimeout",
+    "Pending",
+    "Promise",
+    "TxClient",
+    "fragment",
+]
+
 # A read's answer is waited for this long past its own timeout, which the reader enforces.
 READ_GRACE_S = 5.0
 # Requests one client keeps in flight by default; past that a send waits for an answer.
 MAX_IN_FLIGHT = 4096
-
-
-class OltpTimeout(TimeoutError):
-    """No result in time: the outcome is unknown (the coordinator or engine may still
-    finish it). Call again with `request_id` to learn it: a direct transaction that ran is
-    answered again, never run twice."""
-
-    def __init__(self, message: str, request_id: str | None = None) -> None:
-        super().__init__(message)
-        self.request_id = request_id
-
-
-class Pending(Future[TxnResult]):
-    """A request's future, with what it was sent as."""
-
-    def __init__(self, request_id: str, partition: int | None) -> None:
-        super().__init__()
-        self.request_id = request_id
-        self.partition = partition  # a direct transaction's partition; None: the coordinator
-
-
-@dataclass(frozen=True)
-class Promise:
-    """A promised transaction: durable once `promised()` returns, final at `status()`."""
-
-    request_id: str
-    durable: Future[float]  # seconds from the send to the broker's acknowledgement
-    final: Future[TxnResult]
-
-    def promised(self, timeout_s: float = 30.0) -> float:
-        """Wait for the promise (its partition's log has it); the seconds it took."""
-        try:
-            return self.durable.result(timeout_s)
-        except FutureTimeout as e:
-            raise OltpTimeout("the broker did not acknowledge the promise: is it up?") from e
-
-    def status(self, timeout_s: float = 60.0) -> TxnResult:
-        """Wait for the final status: committed, or aborted with the reason."""
-        try:
-            return self.final.result(timeout_s)
-        except FutureTimeout as e:
-            raise OltpTimeout("no final status yet: are the workers and coordinator up?") from e
 
 
 class TxClient:
@@ -155,6 +125,7 @@ class TxClient:
         self._reader.start()
         self._partitions: int | None = None
         self._read_client: ReadClient | None = None
+        self._admin: AdminClient | None = None  # made when a call times out
         # serves the producer's delivery reports at once: each one completes a promise
         self._poller = threading.Thread(target=self._poll, name="txclient-acks", daemon=True)
         self._poller.start()
@@ -380,7 +351,29 @@ class TxClient:
         try:
             return future.result(timeout)
         except FutureTimeout as e:
-            raise self.unanswered(future, timeout) from e
+            raise (self.not_running(future) or self.unanswered(future, timeout)) from e
+
+    def not_running(self, future: Future[TxnResult]) -> OltpTimeout | None:
+        """For a direct transaction unanswered in its timeout: the error that says no
+        worker of the app is running, if none is, else None (also when the broker cannot
+        say). The timeout is kept whole: a worker may be restarting meanwhile."""
+        if not isinstance(future, Pending) or future.partition is None:
+            return None
+        app = self.topics.app
+        try:
+            if self._admin is None:
+                self._admin = AdminClient(common_config(self.settings))
+            if members(self.settings, app, 5.0, self._admin):
+                return None
+        except Exception:  # the group cannot be described now: wait for the answer
+            return None
+        return OltpTimeout(
+            f"no answer: no worker of app {app!r} is running (its consumer group "
+            f"{worker_group(app)} has no member); start one with `txstream worker run`. The "
+            f"request waits in {self.topics.promises} and runs once one does: call again "
+            f"with request_id={future.request_id!r} to learn its outcome",
+            future.request_id,
+        )
 
     def unanswered(self, future: Future[TxnResult], timeout_s: float) -> OltpTimeout:
         """The error for `future` unanswered after `timeout_s`: what may have happened, and

@@ -89,7 +89,7 @@ class ReadClient:
         self._queues: dict[str, list[_Read]] = {}
         self._sending: dict[str, int] = {}
         self._unplaced: list[_Read] = []
-        self._posts: set[asyncio.Future[None]] = set()
+        self._posts: dict[asyncio.Future[None], list[_Read]] = {}  # requests in flight
         self._inbox: list[_Read] = []  # submitted, not yet placed: taken by one wake-up
         self._inbox_lock = threading.Lock()
         self._woken = False
@@ -156,7 +156,20 @@ class ReadClient:
         return self._count
 
     def close(self) -> None:
+        """Stop: reads not answered yet fail with `ReadUnavailable`."""
+
         async def shut() -> None:
+            waiting = [r for batch in self._posts.values() for r in batch]
+            waiting += self._unplaced + [r for q in self._queues.values() for r in q]
+            tasks = [*self._posts, *([self._describing] if self._describing else [])]
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            with self._inbox_lock:
+                waiting += self._inbox
+            for r in waiting:
+                if not r.future.done():
+                    r.future.set_exception(ReadUnavailable("the client was closed"))
             if self._session is not None:
                 await self._session.close()
 
@@ -226,8 +239,11 @@ class ReadClient:
             queue = self._queues[url]
             self._sending[url] = self._sending.get(url, 0) + 1
             post = asyncio.ensure_future(self._post(url, batch))
-            self._posts.add(post)  # held until done: the loop keeps only weak references
-            post.add_done_callback(self._posts.discard)
+            self._posts[post] = batch  # held until done: the loop keeps only weak references
+            post.add_done_callback(self._sent)
+
+    def _sent(self, post: asyncio.Future[None]) -> None:
+        del self._posts[post]
 
     async def _post(self, url: str, batch: list[_Read]) -> None:
         if self._session is None:
@@ -254,9 +270,13 @@ class ReadClient:
         self._send(url)
 
     def _answer(self, url: str, read: _Read, answer: dict[str, Any]) -> None:
-        if answer.get("reason") == "not_owner":
+        reason = answer.get("reason")
+        if reason == "not_owner":
             read.why = answer.get("detail", "not the owner")
             self._forget(url)
+            self._place(read)
+        elif reason == "timeout":  # its rows waited long for a commit there: ask again
+            read.why = answer.get("detail", "the worker's wait ran out")
             self._place(read)
         elif not read.future.cancelled():
             try:

@@ -36,21 +36,30 @@ def endpoint_of(client_id: str) -> str | None:
     return f"http://{address}" if sep and host and port.isdigit() else None
 
 
-def owners(
+def members(
     settings: Settings, app: str, timeout_s: float = 10.0, admin: AdminClient | None = None
-) -> dict[int, str]:
-    """{partition: query endpoint} of the workers holding the app's partitions now (its
-    inputs are co-partitioned: one worker holds every input of a partition); a partition
-    in a rebalance, or held by a worker without an endpoint, is missing. `admin`: a client
-    to ask with, kept by callers that ask often (a new one connects first)."""
+) -> list[tuple[str, set[int]]]:
+    """Each worker in the app's group now: its client id and the partitions it holds (its
+    inputs are co-partitioned: one worker holds every input of a partition). `admin`: a
+    client to ask with, kept by callers that ask often (a new one connects first)."""
     group = worker_group(app)
     admin = admin or AdminClient(common_config(settings))
     desc = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
-    found: dict[int, str] = {}
+    out = []
     for member in desc.result(timeout_s).members:
-        url = endpoint_of(member.client_id)
-        if url is None or member.assignment is None:
-            continue
-        for tp in member.assignment.topic_partitions:
-            found[tp.partition] = url
+        held = member.assignment.topic_partitions if member.assignment is not None else []
+        out.append((member.client_id, {tp.partition for tp in held}))
+    return out
+
+
+def owners(
+    settings: Settings, app: str, timeout_s: float = 10.0, admin: AdminClient | None = None
+) -> dict[int, str]:
+    """{partition: query endpoint} of the workers holding the app's partitions now; a
+    partition in a rebalance, or held by a worker without an endpoint, is missing."""
+    found: dict[int, str] = {}
+    for client_id, held in members(settings, app, timeout_s, admin):
+        url = endpoint_of(client_id)
+        if url is not None:
+            found.update(dict.fromkeys(held, url))
     return found
