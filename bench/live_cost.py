@@ -3,8 +3,9 @@
     .venv/bin/python -m bench.live_cost --live 4000 --busy 20000 --pairs 3
 
 The latency target is set at half of a preloaded run's throughput, but a live batch (a
-worker keeping up, committing every 10 ms) cost about twice a backed-up one (session 38):
-this is the figure that must fall for the tail at half load to. Each run is the latency
+worker keeping up, committing every 10 ms) cost about twice a backed-up one
+(docs/benchmarks.md, 2026-11-29): this is the figure that must fall for the tail at half
+load to. Each run is the latency
 harness's paced level (`measure_level`: a fresh app and worker, one vote a batch) at one
 offered rate; the worker's threads' CPU is read from /proc over the steady seconds of the
 sending, their names from `py-spy dump` (Python does not name its threads for the OS).
