@@ -17,7 +17,6 @@ consumers would be at-least-once; this workload has none.
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -29,6 +28,7 @@ import faust
 import psycopg
 
 from bench.leaderboard_peers.check import Measured
+from bench.leaderboard_peers.peer_process import stop
 from bench.leaderboard_peers.sql_leaderboard import (
     CLAIM,
     MAINTAIN,
@@ -159,13 +159,7 @@ def run(
             time.sleep(0.05)
         elapsed = time.monotonic() - first_t
     finally:
-        worker.send_signal(signal.SIGTERM)
-        try:
-            worker.wait(30)
-        except subprocess.TimeoutExpired:
-            worker.kill()
-            worker.wait()
-        log.close()
+        stop(worker, log)
     return Measured(
         "Faust agent + PostgreSQL (Storm/Esper + VoltDB analog)",
         GUARANTEES,

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import time
 import uuid
@@ -13,6 +12,7 @@ from typing import IO, Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.leaderboard_peers.check import Measured
+from bench.leaderboard_peers.peer_process import stop
 from bench.leaderboard_peers.votes_topic import KEY, produce_votes
 from leaderboard.dataflow import Params
 from leaderboard.reference_data import AREA_CODES_FILE, DEFAULT_DATA_DIR
@@ -60,16 +60,6 @@ def start_app(
     return app, log
 
 
-def stop_app(app: subprocess.Popen[bytes], log: IO[str]) -> None:
-    app.send_signal(signal.SIGTERM)
-    try:
-        app.wait(30)
-    except subprocess.TimeoutExpired:
-        app.kill()
-        app.wait()
-    log.close()
-
-
 def run(
     settings: Settings,
     votes: Path,
@@ -114,7 +104,7 @@ def run(
                 first_n, first_t = seen, last_t
     finally:
         consumer.close()
-        stop_app(app, log)
+        stop(app, log)
     if seen != total:
         raise RuntimeError(f"Quix Streams: {seen} output records for {total} batches")
     return Measured(

@@ -20,7 +20,8 @@ from pathlib import Path
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.leaderboard_peers.latency import Level, level_of, send_paced
-from bench.leaderboard_peers.quix import start_app, stop_app
+from bench.leaderboard_peers.peer_process import stop
+from bench.leaderboard_peers.quix import start_app
 from bench.leaderboard_peers.votes_topic import KEY
 from leaderboard.dataflow import Params
 from leaderboard.votes_file import iter_batches
@@ -106,7 +107,7 @@ def measure_level(
     finally:
         outputs.stopping.set()
         outputs.join()
-        stop_app(app, log)
+        stop(app, log)
     order = sorted(sent, key=sent.__getitem__)
     latencies = [outputs.seen[b] - sent[b] for b in order]
     span = max(outputs.seen.values()) - start
