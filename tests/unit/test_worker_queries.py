@@ -4,12 +4,15 @@ response written in two parts waits out the client's delayed ACK (40 ms a read).
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 from collections.abc import Callable
 
 import pytest
 
-from txstream_worker.queries import listening_socket
+from txstream.engine.committed_reads import Freshness
+from txstream.runtime.reads import ReadAnswer
+from txstream_worker.queries import answer_line, listening_socket
 
 
 def nodelay_of_accepted(sock: socket.socket) -> int:
@@ -48,3 +51,30 @@ def test_connections_to_the_endpoint_send_at_once(
     make: Callable[[], socket.socket], nodelay: bool
 ) -> None:
     assert bool(nodelay_of_accepted(make())) is nodelay
+
+
+def test_an_answer_line_is_json_with_the_results_as_the_engines_text() -> None:
+    fresh = Freshness(3, {"app.promises": 7}, {"votes": 2})
+    texts: dict[int, str] = {}
+    ok = json.loads(answer_line(4, ReadAnswer(True, fresh, results='[{"a": 1}]'), texts))
+    assert ok == [
+        4,
+        {
+            "ok": True,
+            "freshness": {
+                "partition": 3,
+                "positions": {"app.promises": 7},
+                "batches": {"votes": 2},
+            },
+            "row": None,
+            "results": '[{"a": 1}]',
+        },
+    ]
+    row = json.loads(answer_line(0, ReadAnswer(True, fresh, row={"b": 'x"y'}), texts))
+    assert row[1]["row"] == {"b": 'x"y'}
+    failed = json.loads(answer_line(1, ReadAnswer(False, fresh, reason="r", detail="d"), texts))
+    assert failed == [
+        1,
+        {"freshness": ok[1]["freshness"], "ok": False, "reason": "r", "detail": "d"},
+    ]
+    assert len(texts) == 1, "one freshness, encoded once"

@@ -302,7 +302,7 @@ def read_result(answer: dict[str, Any], partition: int) -> TxnResult:
     """A worker's answer to read-only fragments, as a transaction's result."""
     txn_id = f"read.p{partition}"
     if answer["ok"]:
-        return TxnResult("", txn_id, "committed", results=json.dumps(answer["results"]),
+        return TxnResult("", txn_id, "committed", results=answer["results"],
                          partitions=[partition])  # fmt: skip
     status = "failed" if answer["reason"] in _REFUSED else "aborted"
     return TxnResult("", txn_id, status, answer["reason"], answer.get("detail", ""),

@@ -4,7 +4,8 @@ owns, without a Kafka transaction.
     GET  /v1/tables/{table}/row?key=<JSON>   one row, as its partition has committed it
     POST /v1/reads   {"reads": [{"partition": p, "table": t, "key": [...]}
                                 | {"partition": p, "fragments": [...]}, ...]}
-                     answered as lines `[i, answer]` (NDJSON), each as soon as it is ready
+                     answered as lines `[i, answer]` (NDJSON), each as soon as it is ready;
+                     a call's `results` are its results as JSON text (a string)
 
 A read-only call's fragments are `{"key", "procedure", "params"}` objects (as the
 coordinator's endpoint takes them), or as `"calls"`, `[key as JSON, procedure, params as
@@ -55,6 +56,21 @@ MAX_READS = 10_000  # per batch request
 
 def freshness_json(f: Freshness) -> dict[str, Any]:
     return {"partition": f.partition, "positions": dict(f.positions), "batches": dict(f.batches)}
+
+
+def answer_line(i: int, a: ReadAnswer, fresh: dict[int, str]) -> str:
+    """Line `[i, answer]` of a batch's answers, written out by hand: a call's results go as
+    the JSON text the engine made (never decoded here), and each freshness is encoded once
+    (`fresh`, by identity: the task hands one out while its state stands still)."""
+    text = fresh.get(id(a.freshness))
+    if text is None:
+        text = fresh[id(a.freshness)] = json.dumps(freshness_json(a.freshness))
+    if not a.ok:
+        failed = json.dumps({"ok": False, "reason": a.reason, "detail": a.detail})
+        return f'[{i}, {{"freshness": {text}, {failed[1:]}]\n'
+    row = json.dumps(a.row, default=str)
+    return f'[{i}, {{"ok": true, "freshness": {text}, "row": {row}, ' \
+           f'"results": {json.dumps(a.results)}}}]\n'  # fmt: skip
 
 
 def answer_json(a: ReadAnswer) -> dict[str, Any]:
@@ -157,15 +173,15 @@ def make_api(
         reads = reads_of(partition)
         return None if reads is None else reads.ask(requests)
 
-    async def answer_of(partition: int, future: Future[ReadAnswer]) -> dict[str, Any]:
+    async def answer_of(partition: int, future: Future[ReadAnswer]) -> dict[str, Any] | ReadAnswer:
+        """The task's answer, or why there is none (a dict, as the wire has it)."""
         try:
-            answer = await asyncio.wait_for(asyncio.wrap_future(future), READ_WAIT_S)
+            return await asyncio.wait_for(asyncio.wrap_future(future), READ_WAIT_S)
         except TimeoutError:
             detail = f"no answer in {READ_WAIT_S:.0f} s: the rows wait for a commit"
             return {"ok": False, "reason": "timeout", "detail": detail}
         except TaskClosed:  # it moved meanwhile
             return await not_owner(partition)
-        return answer_json(answer)
 
     @api.get("/v1/tables/{table}/row")
     async def row(table: str, key: str, request: Request) -> Response:
@@ -175,7 +191,8 @@ def make_api(
             return JSONResponse({"error": f"key {key!r}: {e}"}, status_code=400)
         partition = partition_of(k, partitions())
         asked = ask(partition, [ReadRequest(table, k)])
-        out = await (not_owner(partition) if asked is None else answer_of(partition, asked[0]))
+        got = await (not_owner(partition) if asked is None else answer_of(partition, asked[0]))
+        out = answer_json(got) if isinstance(got, ReadAnswer) else got
         if out.get("reason") == "not_owner":
             if out["owner"]:
                 return RedirectResponse(out["owner"] + str(request.url.path) + "?"
@@ -200,14 +217,16 @@ def make_api(
             return JSONResponse({"error": f"bad reads: {e}"}, status_code=400)
         n = partitions()
         by_partition: dict[int, list[int]] = {}
-        ready: list[list[Any]] = []  # [i, answer]
+        ready: list[list[Any]] = []  # [i, answer]: refusals
+        now: list[str] = []  # lines ready to go
         for i, (p, r) in enumerate(parsed):
             wrong = _misplaced(p, r, n)
             if wrong is None:
                 by_partition.setdefault(p, []).append(i)
             else:
                 ready.append([i, wrong])
-        later: list[asyncio.Future[list[Any]]] = []
+        later: list[asyncio.Future[str]] = []
+        fresh: dict[int, str] = {}
         for p, numbers in by_partition.items():
             futures = ask(p, [parsed[i][1] for i in numbers])
             if futures is None:
@@ -215,27 +234,38 @@ def make_api(
                 continue
             for i, f in zip(numbers, futures, strict=True):
                 if f.done() and f.exception() is None:
-                    ready.append([i, answer_json(f.result())])
+                    now.append(answer_line(i, f.result(), fresh))
                 else:
-                    later.append(asyncio.ensure_future(_numbered(i, answer_of(p, f))))
+                    later.append(asyncio.ensure_future(_numbered(i, p, f, answer_of, fresh)))
+        now += [json.dumps(a, default=str) + "\n" for a in ready]
 
         async def lines() -> AsyncIterator[str]:
             """The answers as they come, each line `[i, answer]`: those ready at once in one
             chunk, then each waiting one (for a commit) when it is ready."""
-            if ready:
-                yield "".join(json.dumps(a, default=str) + "\n" for a in ready)
+            if now:
+                yield "".join(now)
             waiting = set(later)
             while waiting:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                yield "".join(json.dumps(d.result(), default=str) + "\n" for d in done)
+                yield "".join(d.result() for d in done)
 
         return StreamingResponse(lines(), media_type="application/x-ndjson")
 
     return api
 
 
-async def _numbered(i: int, answer: Awaitable[dict[str, Any]]) -> list[Any]:
-    return [i, await answer]
+async def _numbered(
+    i: int,
+    partition: int,
+    future: Future[ReadAnswer],
+    answer_of: Callable[[int, Future[ReadAnswer]], Awaitable[dict[str, Any] | ReadAnswer]],
+    fresh: dict[int, str],
+) -> str:
+    """The line of read `i`, once it is answered (it waited for a commit)."""
+    answer = await answer_of(partition, future)
+    if isinstance(answer, ReadAnswer):
+        return answer_line(i, answer, fresh)
+    return json.dumps([i, answer], default=str) + "\n"
 
 
 def _misplaced(partition: int, r: ReadRequest, partitions: int) -> dict[str, Any] | None:
