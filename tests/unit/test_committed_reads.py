@@ -14,7 +14,8 @@ import json
 import pytest
 
 from bank.dataflow import build_app as bank_app
-from tests.fakes import MemoryBase
+from inventory.dataflow import build_app as inventory_app
+from tests.fakes import MemoryBase, send
 from txstream.engine.committed_reads import Conflict
 from txstream.engine.fragments import Failed
 from txstream.engine.partition_engine import PartitionEngine
@@ -151,3 +152,31 @@ def test_freshness_is_what_the_applied_commits_left() -> None:
     engine.committed()
     fresh = engine.reader.freshness(["bank.oltp"], ["payroll"])
     assert fresh.positions == {"bank.oltp": 5} and fresh.batches == {} and fresh.partition == 0
+
+
+def test_a_row_a_promise_writes_waits_until_its_decision_is_committed() -> None:
+    """SERIALIZE tells the client its promise committed before the engine has the decision:
+    a read of the row before the promise lands would hide it."""
+    base = MemoryBase()
+    engine = PartitionEngine(inventory_app().dataflow(), base, partition=0, params={})
+    assert send(engine, "run", "0.1", Fragment.call((1, 1), "open_site", item=1, site=1)).ok
+    assert send(engine, "run", "0.2", Fragment.call((1, 2), "open_site", item=1, site=2)).ok
+    base.apply(engine.take_group())
+    engine.committed()
+    stock = Fragment.call((1, 1), "restock", item=1, site=1, qty=5)
+    promised = send(engine, "promise", "p.r", stock)
+    assert promised.ok
+    base.apply(engine.take_group())  # the promise held, committed
+    engine.committed()
+    with pytest.raises(Conflict):
+        engine.reader.row("stock", (1, 1))
+    with pytest.raises(Conflict):
+        engine.reader.guard("stock", None)
+    assert engine.reader.row("stock", (1, 2)) is not None, "a row it does not write reads"
+    engine.participant.decide(Decision(promised.txn_id, 0, True))
+    with pytest.raises(Conflict):
+        engine.reader.row("stock", (1, 1))
+    base.apply(engine.take_group())
+    engine.committed()
+    row = engine.reader.row("stock", (1, 1))
+    assert row is not None and row["qty"] == 5

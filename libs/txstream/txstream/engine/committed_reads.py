@@ -6,17 +6,18 @@ the partition's serial order after the last applied commit. Since it writes noth
 reports nothing a crash could undo, it needs no Kafka transaction of its own.
 
 A read waits (`Conflict`) at a row with a write its client may know of that the committed
-state lacks yet: one in the commit in flight (whose answers may already be out), or one in
-the pending group once a 2PC or promise decision is in it (the coordinator tells the client
-the outcome before the participants commit it). So a reader sees its own acknowledged
-writes. A row a prepared 2PC transaction holds makes it wait too, as it does an OLTP
-transaction. Other writes of the pending group are answered to no one before it commits:
-a read is placed before them, and does not wait.
+state lacks yet: one in the commit in flight (whose answers may already be out), one in
+the pending group once a 2PC or promise decision is in it, or a promise's not landed yet
+(the coordinator tells the client the outcome before the participants commit it, or even
+receive it). So a reader sees its own acknowledged writes. A row a prepared 2PC
+transaction holds makes it wait too, as it does an OLTP transaction. Other writes of the
+pending group are answered to no one before it commits: a read is placed before them, and
+does not wait.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from txstream.engine.fragments import Conflict, Failed, FragmentRunner
@@ -46,11 +47,13 @@ class CommittedReader:
         fragments: FragmentRunner,
         tables: Iterable[str],
         locks: Mapping[str, Mapping[Key, str]],
+        promised: Callable[[str, Key | None], bool] = lambda table, key: False,
     ) -> None:
         self.ledger = ledger
         self.fragments = fragments
         self.tables = frozenset(tables)
         self.locks = locks  # table -> key -> the prepared transaction holding it
+        self.promised = promised  # whether a promise not landed yet writes (table, key)
 
     def guard(self, table: str, key: Key | None) -> None:
         """Stop (`Conflict`) at a row, or for a scan a table, with a write its client may
@@ -63,6 +66,8 @@ class CommittedReader:
                 raise Conflict(f"table {table} has writes not yet committed")
         elif (held and key in held) or (known is not None and known.written(table, key)):
             raise Conflict(f"row {list(key)} of {table} has a write not yet committed")
+        if self.promised(table, key):
+            raise Conflict(f"a promise not landed yet writes {table}")
 
     def row(self, table: str, key: Key) -> Record | None:
         """The committed row of `table` at `key`. Raises `Conflict` while it must wait and

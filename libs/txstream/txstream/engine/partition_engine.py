@@ -80,7 +80,11 @@ class PartitionEngine:
         )
         self.participant = Participant(self.ledger, self.executor)
         self.reader = CommittedReader(
-            self.ledger, self.participant.fragments, dataflow.decl.tables, self.participant.locks
+            self.ledger,
+            self.participant.fragments,
+            dataflow.decl.tables,
+            self.participant.locks,
+            self.participant.promises.writes,
         )
         self.spanning = frozenset(dataflow.spanning_streams)
         self.spans = SpanRunner(dataflow, self.ledger, self.executor, self.owner)

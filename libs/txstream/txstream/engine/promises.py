@@ -162,6 +162,13 @@ class Promises:
         group.put(PROMISED_TABLE, (txn_id,), _row(ws, None, deltas=out))
         return out
 
+    def writes(self, table: str, key: Key | None) -> bool:
+        """Whether a promise not landed yet writes the row (for a scan, `key` None: any row
+        of the table): its client may be told it committed before its decision lands."""
+        if key is not None:
+            return self._writer(table, key, True) is not None
+        return any(table in ws.tables for p in (self.held, self.landing) for ws in p.values())
+
     def _writer(self, table: str, key: Key, any_write: bool) -> str | None:
         """A promise not landed that writes the row: in any way with `any_write`, else
         plainly."""
