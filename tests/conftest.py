@@ -90,8 +90,8 @@ class KafkaEnv:
 def kafka(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaEnv]:
     settings = private_settings(tmp_path_factory.mktemp("kafka-home"))
     broker = KafkaBroker(settings)
-    broker.start()
-    try:
+    try:  # a run interrupted while the broker starts must not leave it running
+        broker.start()
         yield KafkaEnv(settings)
     finally:
         broker.process.stop()

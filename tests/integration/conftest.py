@@ -28,8 +28,8 @@ def scraped(kafka: KafkaEnv, tmp_path: Path) -> Settings:
 @pytest.fixture
 def prometheus(scraped: Settings) -> Iterator[PrometheusServer]:
     server = PrometheusServer(scraped)
-    server.start()
-    try:
+    try:  # interrupted while it starts, it must not stay running
+        server.start()
         yield server
     finally:
         server.process.stop()
