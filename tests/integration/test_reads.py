@@ -21,7 +21,7 @@ from tests.conftest import KafkaEnv, free_port
 from tests.integration.bank_cluster import BankCluster
 from txstream import AsyncTxClient, TxnResult
 from txstream.client import fragment
-from txstream.kafka.owners import owners
+from txstream.kafka.owners import WorkerGroup
 from txstream.kafka.routing import partition_of
 from txstream.read_client import ReadUnavailable
 
@@ -42,7 +42,7 @@ def two_owners(cluster: BankCluster, timeout_s: float = 120) -> dict[int, str]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            found = owners(cluster.settings, cluster.name)
+            found = WorkerGroup(cluster.settings, cluster.name).owners()
         except KafkaException:  # the group's coordinator is still loading
             found = {}
         if set(found) == {0, 1} and found[0] != found[1]:
@@ -153,4 +153,6 @@ def test_reads_of_a_sigkilled_workers_partition_are_answered_by_its_next_owner(
         workers[owner].kill()
         row = client.read("accounts", a, timeout_s=120)
         assert row.row is not None and row.row["balance"] == 90
-        assert owners(cluster.settings, cluster.name)[0] != owner, "another worker answered"
+        assert WorkerGroup(cluster.settings, cluster.name).owners()[0] != owner, (
+            "another worker answered"
+        )

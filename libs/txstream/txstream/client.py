@@ -26,17 +26,15 @@ from time import perf_counter
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from txstream.config import Settings
 from txstream.in_flight import InFlight
 from txstream.kafka.clients import (
-    common_config,
     idempotent_producer_config,
     read_committed_consumer_config,
     send,
 )
-from txstream.kafka.owners import members, worker_group
+from txstream.kafka.owners import WorkerGroup, worker_group
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Key
@@ -125,7 +123,7 @@ class TxClient:
         self._reader.start()
         self._partitions: int | None = None
         self._read_client: ReadClient | None = None
-        self._admin: AdminClient | None = None  # made when a call times out
+        self._workers = WorkerGroup(self.settings, app)  # asked when a call times out
         # serves the producer's delivery reports at once: each one completes a promise
         self._poller = threading.Thread(target=self._poll, name="txclient-acks", daemon=True)
         self._poller.start()
@@ -361,9 +359,7 @@ class TxClient:
             return None
         app = self.topics.app
         try:
-            if self._admin is None:
-                self._admin = AdminClient(common_config(self.settings))
-            if members(self.settings, app, 5.0, self._admin):
+            if self._workers.members(5.0):
                 return None
         except Exception:  # the group cannot be described now: wait for the answer
             return None

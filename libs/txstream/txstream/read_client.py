@@ -22,14 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
-from confluent_kafka.admin import AdminClient
 
 from txstream.config import Settings
-from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
-from txstream.kafka.clients import common_config
-from txstream.kafka.owners import owners
+from txstream.kafka.owners import WorkerGroup, app_partitions
 from txstream.kafka.routing import partition_of
-from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Key
 from txstream.oltp.messages import Fragment, TxnResult, key_of
 
@@ -64,10 +60,6 @@ class CommittedRow:
         return self.row is not None
 
 
-def _as_is(answer: dict[str, Any]) -> Any:
-    return answer
-
-
 @dataclass
 class _Read:
     partition: int
@@ -82,7 +74,7 @@ class ReadClient:
     def __init__(self, settings: Settings, app: str) -> None:
         self.settings, self.app = settings, app
         self._count: int | None = None
-        self._admin: AdminClient | None = None  # made on the first description
+        self._workers = WorkerGroup(settings, app)
         self._owners: dict[int, str] = {}
         self._described = 0.0
         self._describing: asyncio.Future[None] | None = None
@@ -104,7 +96,7 @@ class ReadClient:
         partition: int,
         body: dict[str, Any],
         timeout_s: float,
-        then: Callable[[dict[str, Any]], Any] = _as_is,
+        then: Callable[[dict[str, Any]], Any],
     ) -> Future[Any]:
         """Any thread: ask `body` (`{"table", "key"}` or `{"calls"}`) of `partition`'s owner;
         the future holds `then(answer)` (an error `then` raises), or `ReadUnavailable`."""
@@ -145,14 +137,7 @@ class ReadClient:
     def _partitions(self) -> int:
         """The app's partition count (its changelog's), which the routing function takes."""
         if self._count is None:
-            changelog = AppTopics(self.app).changelog
-            try:
-                self._count = len(TopicAdmin(self.settings).partitions(changelog))
-            except TopicNotFoundError as e:
-                raise RuntimeError(
-                    f"no topic {changelog}: is app {self.app!r} running (its workers make "
-                    "its topics)?"
-                ) from e
+            self._count = app_partitions(self.settings, self.app)
         return self._count
 
     def close(self) -> None:
@@ -217,11 +202,7 @@ class ReadClient:
         if wait > 0:
             await asyncio.sleep(wait)
         try:
-            if self._admin is None:
-                self._admin = AdminClient(common_config(self.settings))
-            found = await self._loop.run_in_executor(
-                None, owners, self.settings, self.app, 10.0, self._admin
-            )
+            found = await self._loop.run_in_executor(None, self._workers.owners)
         except Exception as e:  # the broker is away: keep the old view, say why
             found = self._owners
             for r in self._unplaced:

@@ -31,17 +31,13 @@ from concurrent.futures import Future
 from typing import Any
 
 import uvicorn
-from confluent_kafka.admin import AdminClient
 from fastapi import FastAPI, Request, Response
 from fastapi.responses import JSONResponse, RedirectResponse, StreamingResponse
 
 from txstream.config import Settings
 from txstream.engine.committed_reads import Freshness
-from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import common_config
-from txstream.kafka.owners import owners, worker_client_id
+from txstream.kafka.owners import WorkerGroup, app_partitions, endpoint_of, worker_client_id
 from txstream.kafka.routing import partition_of
-from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import Fragment, fragments_from_json, key_of
 from txstream.runtime.reads import ReadAnswer, ReadRequest, TaskClosed, TaskReads
 
@@ -73,10 +69,11 @@ def answer_line(i: int, a: ReadAnswer, fresh: dict[int, str]) -> str:
            f'"results": {json.dumps(a.results)}}}]\n'  # fmt: skip
 
 
-def answer_json(a: ReadAnswer) -> dict[str, Any]:
+def row_json(a: ReadAnswer) -> dict[str, Any]:
+    """A point read's answer, as `GET .../row` has it."""
     out: dict[str, Any] = {"ok": a.ok, "freshness": freshness_json(a.freshness)}
     if a.ok:
-        out |= {"row": a.row, "results": json.loads(a.results)}
+        out["row"] = a.row
     else:
         out |= {"reason": a.reason, "detail": a.detail}
     return out
@@ -91,15 +88,13 @@ class Owners:
         self._known: dict[int, str] = {}
         self._at = 0.0
         self._lock = threading.Lock()
-        self._admin: AdminClient | None = None
+        self._workers = WorkerGroup(settings, app)
 
     def of(self, partition: int) -> str | None:
         with self._lock:
             if time.monotonic() - self._at >= OWNERS_TTL_S:
                 try:
-                    if self._admin is None:
-                        self._admin = AdminClient(common_config(self.settings))
-                    self._known = owners(self.settings, self.app, admin=self._admin)
+                    self._known = self._workers.owners()
                 except Exception as e:  # the broker is away: the old view, and say why
                     log.warning("could not describe the group of %s: %s", self.app, e)
                 self._at = time.monotonic()
@@ -121,7 +116,9 @@ class QueryEndpoint:
         self.sock = listening_socket(host, port)
         self.host, self.port = host, int(self.sock.getsockname()[1])
         self.client_id = worker_client_id(host, self.port)
-        api = make_api(settings, app, reads_of, f"http://{host}:{self.port}")
+        me = endpoint_of(self.client_id)  # as the group names it to others
+        assert me is not None
+        api = make_api(settings, app, reads_of, me)
         config = uvicorn.Config(api, log_level="warning", lifespan="off", access_log=False)
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
@@ -157,7 +154,7 @@ def make_api(
 
     def partitions() -> int:
         if not counted:
-            counted.append(len(TopicAdmin(settings).partitions(AppTopics(app).changelog)))
+            counted.append(app_partitions(settings, app))
         return counted[0]
 
     async def not_owner(partition: int) -> dict[str, Any]:
@@ -192,7 +189,7 @@ def make_api(
         partition = partition_of(k, partitions())
         asked = ask(partition, [ReadRequest(table, k)])
         got = await (not_owner(partition) if asked is None else answer_of(partition, asked[0]))
-        out = answer_json(got) if isinstance(got, ReadAnswer) else got
+        out = row_json(got) if isinstance(got, ReadAnswer) else got
         if out.get("reason") == "not_owner":
             if out["owner"]:
                 return RedirectResponse(out["owner"] + str(request.url.path) + "?"
@@ -202,7 +199,7 @@ def make_api(
             code = {"bad_read": 404, "timeout": 504}.get(out["reason"], 500)
             return JSONResponse(out, status_code=code)
         body = {"table": table, "key": list(k), "found": out["row"] is not None, **out}
-        del body["results"], body["ok"]
+        del body["ok"]
         return Response(json.dumps(body, default=str), media_type="application/json")
 
     @api.post("/v1/reads")

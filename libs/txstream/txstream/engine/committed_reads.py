@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from txstream.engine.fragments import Conflict, Failed, FragmentRunner
+from txstream.engine.fragments import Conflict, Failed, FragmentRunner, Guard
 from txstream.engine.group import SYS_TABLE, last_batch_key, position_key
 from txstream.engine.ledger import BatchLedger
 from txstream.engine.writeset import WriteSet
@@ -46,26 +46,26 @@ class CommittedReader:
         ledger: BatchLedger,
         fragments: FragmentRunner,
         tables: Iterable[str],
-        locks: Mapping[str, Mapping[Key, str]],
-        promised: Callable[[str, Key | None], bool] = lambda table, key: False,
+        locked: Guard,
+        promised: Callable[[str, Key | None], bool],
     ) -> None:
         self.ledger = ledger
         self.fragments = fragments
         self.tables = frozenset(tables)
-        self.locks = locks  # table -> key -> the prepared transaction holding it
+        self.locked = locked  # stops at a row a prepared transaction holds (`Participant`)
         self.promised = promised  # whether a promise not landed yet writes (table, key)
 
     def guard(self, table: str, key: Key | None) -> None:
         """Stop (`Conflict`) at a row, or for a scan a table, with a write its client may
         know of that is not applied yet, or held by a prepared transaction."""
-        held = self.locks.get(table)
+        self.locked(table, key)
         group = self.ledger.group
         known = group.ws if group.flags.told else group.ws.parent  # see the module's doc
-        if key is None:
-            if held or (known is not None and known.chain_writes(table, ())):
+        if known is not None:
+            if key is None and known.chain_writes(table, ()):
                 raise Conflict(f"table {table} has writes not yet committed")
-        elif (held and key in held) or (known is not None and known.written(table, key)):
-            raise Conflict(f"row {list(key)} of {table} has a write not yet committed")
+            if key is not None and known.written(table, key):
+                raise Conflict(f"row {list(key)} of {table} has a write not yet committed")
         if self.promised(table, key):
             raise Conflict(f"a promise not landed yet writes {table}")
 

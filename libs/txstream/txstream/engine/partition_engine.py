@@ -83,7 +83,7 @@ class PartitionEngine:
             self.ledger,
             self.participant.fragments,
             dataflow.decl.tables,
-            self.participant.locks,
+            self.participant.guard,
             self.participant.promises.writes,
         )
         self.spanning = frozenset(dataflow.spanning_streams)

@@ -12,7 +12,9 @@ from __future__ import annotations
 from confluent_kafka.admin import AdminClient
 
 from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin, TopicNotFoundError
 from txstream.kafka.clients import common_config
+from txstream.kafka.topics import AppTopics
 
 _PREFIX = "txstream-worker@"
 
@@ -36,30 +38,45 @@ def endpoint_of(client_id: str) -> str | None:
     return f"http://{address}" if sep and host and port.isdigit() else None
 
 
-def members(
-    settings: Settings, app: str, timeout_s: float = 10.0, admin: AdminClient | None = None
-) -> list[tuple[str, set[int]]]:
-    """Each worker in the app's group now: its client id and the partitions it holds (its
-    inputs are co-partitioned: one worker holds every input of a partition). `admin`: a
-    client to ask with, kept by callers that ask often (a new one connects first)."""
-    group = worker_group(app)
-    admin = admin or AdminClient(common_config(settings))
-    desc = admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
-    out = []
-    for member in desc.result(timeout_s).members:
-        held = member.assignment.topic_partitions if member.assignment is not None else []
-        out.append((member.client_id, {tp.partition for tp in held}))
-    return out
+def app_partitions(settings: Settings, app: str) -> int:
+    """The app's partition count, which the routing function takes: its changelog's (made
+    with its other topics, transactions or not)."""
+    changelog = AppTopics(app).changelog
+    try:
+        return len(TopicAdmin(settings).partitions(changelog))
+    except TopicNotFoundError as e:
+        raise RuntimeError(
+            f"no topic {changelog}: is app {app!r} running (its workers make its topics)?"
+        ) from e
 
 
-def owners(
-    settings: Settings, app: str, timeout_s: float = 10.0, admin: AdminClient | None = None
-) -> dict[int, str]:
-    """{partition: query endpoint} of the workers holding the app's partitions now; a
-    partition in a rebalance, or held by a worker without an endpoint, is missing."""
-    found: dict[int, str] = {}
-    for client_id, held in members(settings, app, timeout_s, admin):
-        url = endpoint_of(client_id)
-        if url is not None:
-            found.update(dict.fromkeys(held, url))
-    return found
+class WorkerGroup:
+    """The app's group of workers, described on demand with one admin client, made at the
+    first description and kept (a new one connects first)."""
+
+    def __init__(self, settings: Settings, app: str) -> None:
+        self.settings, self.app = settings, app
+        self._admin: AdminClient | None = None
+
+    def members(self, timeout_s: float = 10.0) -> list[tuple[str, set[int]]]:
+        """Each worker in the group now: its client id and the partitions it holds (its
+        inputs are co-partitioned: one worker holds every input of a partition)."""
+        if self._admin is None:
+            self._admin = AdminClient(common_config(self.settings))
+        group = worker_group(self.app)
+        desc = self._admin.describe_consumer_groups([group], request_timeout=timeout_s)[group]
+        out = []
+        for member in desc.result(timeout_s).members:
+            held = member.assignment.topic_partitions if member.assignment is not None else []
+            out.append((member.client_id, {tp.partition for tp in held}))
+        return out
+
+    def owners(self, timeout_s: float = 10.0) -> dict[int, str]:
+        """{partition: query endpoint} of the workers holding the app's partitions now; a
+        partition in a rebalance, or held by a worker without an endpoint, is missing."""
+        found: dict[int, str] = {}
+        for client_id, held in self.members(timeout_s):
+            url = endpoint_of(client_id)
+            if url is not None:
+                found.update(dict.fromkeys(held, url))
+        return found
