@@ -23,6 +23,7 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from txstream.engine import held_writes
@@ -73,9 +74,17 @@ class Prepared:
 
 
 class Participant:
-    def __init__(self, ledger: BatchLedger, executor: TeExecutor) -> None:
+    def __init__(
+        self,
+        ledger: BatchLedger,
+        executor: TeExecutor,
+        read_out: Callable[[WriteSet], bool] = lambda ws: False,
+    ) -> None:
+        """`read_out(ws)`: whether a queued spanning batch has read (or will read) a row
+        `ws` writes; a committed promise waits to land on such a row until the batch ran."""
         self.ledger = ledger
         self.executor = executor
+        self._read_out = read_out
         self.fragments = FragmentRunner(executor, ledger, self.guard)
         self.direct = DirectAnswers(ledger)
         self.prepared: dict[str, Prepared] = {}
@@ -193,16 +202,22 @@ class Participant:
                     del locks[key]
             if not locks:
                 del self.locks[table]
-        if self.promises.landing:  # committed promises waiting for these rows land now
-            self.promises.land(self.executor.merge, self._locked)
+        self.land()
+
+    def land(self) -> bool:
+        """Land the committed promises nothing holds any more; True if one landed."""
+        if not self.promises.landing:
+            return False
+        return self.promises.land(self.executor.merge, self._locked)
 
     def _locked(self, ws: WriteSet) -> bool:
-        """Whether a prepared transaction locks a row `ws` writes."""
+        """Whether a row `ws` writes is held: locked by a prepared transaction, or read by
+        a queued spanning batch (whose participants all run it on the row they were sent)."""
         for table, rows in ws.tables.items():
             held = self.locks.get(table)
             if held and any(key in held for key in rows):
                 return True
-        return False
+        return self._read_out(ws)
 
     def _attempt(self, req: EngineRequest, stale: bool) -> tuple[WriteSet, str] | Failed:
         if stale:

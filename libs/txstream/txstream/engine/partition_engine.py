@@ -78,7 +78,10 @@ class PartitionEngine:
         self.executor = TeExecutor(
             dataflow, self.ledger, params, self.owner, journal, timer, record_check, flat_tables
         )
-        self.participant = Participant(self.ledger, self.executor)
+        self.spans = SpanRunner(
+            dataflow, self.ledger, self.executor, self.owner, released=self._released
+        )
+        self.participant = Participant(self.ledger, self.executor, read_out=self.spans.reading)
         self.reader = CommittedReader(
             self.ledger,
             self.participant.fragments,
@@ -87,7 +90,6 @@ class PartitionEngine:
             self.participant.promises.writes,
         )
         self.spanning = frozenset(dataflow.spanning_streams)
-        self.spans = SpanRunner(dataflow, self.ledger, self.executor, self.owner)
         self.hop_router = HopRouter(dataflow, self.ledger, self.executor, partitions)
         self.inboxes: Mapping[str, HopInbox] = self.hop_router.inboxes
         self._loaded = False
@@ -167,6 +169,11 @@ class PartitionEngine:
             self.load()
         self.participant.decide(decision)
         self.ledger.local()
+
+    def _released(self) -> None:
+        """A spanning batch ran: committed promises that waited for its rows land now."""
+        if self.participant.land():
+            self.ledger.local()
 
     def reinquire(self, every_s: float) -> bool:
         """Ask again for decisions awaited longer than `every_s`; True if any vote was re-sent."""
@@ -286,19 +293,20 @@ class PartitionEngine:
         """A spanning stream's batch: queued if its id is above every id taken (queued or
         completed); an exact re-send is skipped, anything else dead-lettered. The input
         position moves only as queued batches complete (`SpanRunner`)."""
-        if source is not None:
-            self.spans.reached(source[0], source[2] + 1)
         queued = self.spans.last_queued(stream)
         seen = last if queued is None else queued
+        repeat = queued is not None and batch_id > (last or 0)
         if seen is None or batch_id > seen:
             self.spans.process(stream, batch_id, tuples, source, record)
-            return Outcome.PROCESSED
-        repeat = queued is not None and batch_id > (last or 0)
-        if repeat and self.spans.repeat(stream, batch_id, record):
-            return Outcome.DUPLICATE
-        outcome = self.ledger.stale(stream, batch_id, seen, record)
-        if not self.spans.queue:
-            self.ledger.advance(source)
+            outcome = Outcome.PROCESSED
+        elif repeat and self.spans.repeat(stream, batch_id, record):
+            outcome = Outcome.DUPLICATE
+        else:
+            outcome = self.ledger.stale(stream, batch_id, seen, record)
+            if not self.spans.queue:
+                self.ledger.advance(source)
+        if source is not None:  # once queued: what waited for the catch-up waits for its rows
+            self.spans.reached(source[0], source[2] + 1)
         return outcome
 
     # --- recovery ------------------------------------------------------------------------

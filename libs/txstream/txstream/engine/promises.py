@@ -181,9 +181,9 @@ class Promises:
     def decide(
         self, d: Decision, merge: Callable[[WriteSet], None], locked: Callable[[WriteSet], bool]
     ) -> str:
-        """Take `d` for a promise: drop its writes, or land them (`merge`) now or, while a
-        prepared transaction locks one of its rows (`locked`), after that one's decision.
-        What happened, for the acknowledgement."""
+        """Take `d` for a promise: drop its writes, or land them (`merge`) now or, while
+        one of its rows is held (`locked`: a prepared transaction's lock, a queued spanning
+        batch's read), once it is not. What happened, for the acknowledgement."""
         ws = self.held.pop(d.txn_id, None)
         if ws is None:
             return "not held here"  # decided already, or never promised here
@@ -196,10 +196,11 @@ class Promises:
         self.land(merge, locked)
         return "committed"
 
-    def land(self, merge: Callable[[WriteSet], None], locked: Callable[[WriteSet], bool]) -> None:
-        """Land the committed promises that no prepared transaction locks, in decision
-        order: one behind a locked one on a common row waits too."""
+    def land(self, merge: Callable[[WriteSet], None], locked: Callable[[WriteSet], bool]) -> bool:
+        """Land the committed promises whose rows are not held (`locked`), in decision
+        order: one behind a held one on a common row waits too. True if any landed."""
         waiting: set[tuple[str, Key]] = set()
+        landed = False
         for txn_id, ws in list(self.landing.items()):
             rows = {(t, k) for t, written in ws.tables.items() for k in written}
             if locked(ws) or not waiting.isdisjoint(rows):
@@ -208,6 +209,8 @@ class Promises:
             del self.landing[txn_id]
             merge(ws)
             self._group().ws.put(PROMISED_TABLE, (txn_id,), TOMBSTONE)
+            landed = True
+        return landed
 
 
 def _row(ws: WriteSet, order: int | None, deltas: Deltas | None = None) -> Record:

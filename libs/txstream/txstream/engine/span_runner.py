@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -43,7 +43,7 @@ from txstream.engine.group import (
 )
 from txstream.engine.ledger import BatchLedger
 from txstream.engine.spanning import Owner, Reads, Rows, Span, SpanBase, SpanPlan, local_reads
-from txstream.engine.writeset import read
+from txstream.engine.writeset import WriteSet, read
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Procedure, Record
 from txstream.model.errors import exception_detail
@@ -83,12 +83,20 @@ class SpanRunner:
     queue."""
 
     def __init__(
-        self, dataflow: Dataflow, ledger: BatchLedger, executor: TeExecutor, owner: Owner
+        self,
+        dataflow: Dataflow,
+        ledger: BatchLedger,
+        executor: TeExecutor,
+        owner: Owner,
+        released: Callable[[], None] = lambda: None,
     ) -> None:
+        """`released()` is called each time a batch has run and let go of its rows, and
+        when the spanning input has caught up after a start."""
         self.dataflow = dataflow
         self.ledger = ledger
         self.executor = executor
         self.owner = owner
+        self.released = released
         self.queue: deque[_Entry] = deque()
         self._by_id: dict[tuple[str, int], _Entry] = {}
         self._tail: dict[str, int] = {}  # stream -> its last batch id queued
@@ -125,6 +133,14 @@ class SpanRunner:
             return len(self.queue) >= MAX_QUEUED or self.ledger.local_uncommitted
         return bool(self.queue or self._behind)
 
+    def reading(self, ws: WriteSet) -> bool:
+        """Whether a batch queued here declares a row `ws` writes (its reads went out, or
+        will when it starts), or may once the spanning input is caught up after a start
+        (its reads may have gone out before the crash): the row must not change before."""
+        if self._behind:
+            return True
+        return any((table, key) in self._locks for table, rows in ws.tables.items() for key in rows)
+
     def catch_up(self, topic: str, end: int) -> None:
         """At the start: per-partition input waits until spanning `topic` is read to `end`,
         its committed end now (any batch whose reads went out before a crash is below it)."""
@@ -139,8 +155,9 @@ class SpanRunner:
     def reached(self, topic: str, end: int) -> None:
         """Spanning `topic` is read up to `end` (a record before it taken, or its end seen
         with nothing of it left waiting)."""
-        if self._behind.get(topic, end) <= end:
-            self._behind.pop(topic, None)
+        caught_up = self._behind.get(topic, end) <= end
+        if caught_up and self._behind.pop(topic, None) is not None and not self._behind:
+            self.released()
 
     def process(
         self,
@@ -324,6 +341,7 @@ class SpanRunner:
                     break
                 if nxt.state is _State.QUEUED and self._free(nxt):
                     self._start(nxt)
+        self.released()
 
     def _finish(self, e: _Entry) -> None:
         """The batch and every one before it are done: it completes, in batch order."""
