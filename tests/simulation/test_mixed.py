@@ -1,6 +1,7 @@
 """Every transaction mechanism on the same constrained rows, across partitions, with engines
-and the coordinator crashing, against the model of what the clients saw commit
-(`tests/simulation/mixed.py`); and the defects put back that the simulation must find.
+and the coordinator crashing, against the model of what the clients saw commit and the
+spanning transfers' serial reference at their level (`tests/simulation/mixed.py`); and the
+defects put back that the simulation must find.
 
 `make test` runs 1,000 seeds, `make faults` (TXSTREAM_FAULTS=long) 20,000;
 TXSTREAM_SIM_SEED=<seed> runs exactly one.
@@ -18,6 +19,7 @@ from tests.faults.scale import scaled
 from tests.simulation.mixed import Simulation, run_seed
 from txstream.engine import held_writes, promises
 from txstream.engine.participant import Participant
+from txstream.engine.span_runner import SpanRunner
 from txstream.engine.writeset import WriteSet
 from txstream.model.declarations import Key, Record, Table
 
@@ -43,10 +45,12 @@ def rerun(seed: int) -> str:
 
 @pytest.mark.parametrize("chunk", chunks(), ids=lambda c: f"seeds{c[0]}-{c[-1]}")
 def test_mixed_mechanisms_equal_the_model(chunk: list[int]) -> None:
-    """Promises (add, add then put), BASE, single-partition and 2PC ACID transactions and
-    queries on the same rows, in random interleavings, with crashes: every transaction
-    gets one final status, each row holds what the committed ones made of it, each item's
-    sum is within its bound, and nothing stays prepared or promised."""
+    """Promises (add, add then put), BASE, single-partition and 2PC ACID transactions,
+    queries and spanning batches (at PL0-PL4) on the same rows, in random interleavings,
+    with crashes: every transaction gets one final status and every spanning tuple one
+    outcome, each row holds what the committed ones made of it, each item's sum is within
+    its bound, the transfers equal their level's reference, and nothing stays prepared or
+    promised."""
     for seed in chunk:
         problem = run_seed(seed)
         if problem is not None:
@@ -55,17 +59,21 @@ def test_mixed_mechanisms_equal_the_model(chunk: list[int]) -> None:
 
 def test_the_runs_take_the_crash_paths() -> None:
     """Restarts find stores behind their changelog, prepared transactions and promises held
-    or committed and waiting to land, a coordinator with transactions in doubt; the log is
-    truncated, records wait for decisions, and queries go ahead of them."""
+    or committed and waiting to land, spanning input to catch up, a coordinator with
+    transactions in doubt; the log is truncated, records wait for decisions and spanning
+    batches, and queries go ahead of them; every isolation level runs."""
     seen: Counter[str] = Counter()
+    levels: set[str] = set()
     for seed in range(100):
         sim = Simulation(seed)
         sim.run()
         seen.update(sim.seen)
+        levels.add(sim.spanning.isolation.value)
     paths = ("store behind", "prepared reloaded", "promise reloaded", "landing reloaded",
-             "coordinator in doubt", "log truncated", "deferred", "query ahead",
+             "caught up", "coordinator in doubt", "log truncated", "deferred", "query ahead",
              "aborted coordinator_restart", "aborted aggregate_constraint")  # fmt: skip
     assert [p for p in paths if not seen[p]] == [], seen
+    assert levels == {"PL0", "PL1", "PL2", "PL3", "PL4"}
 
 
 # -- the defects, put back ----------------------------------------------------------------
@@ -146,6 +154,40 @@ def test_finds_a_promise_landing_the_row_it_read(monkeypatch: pytest.MonkeyPatch
 
     def defect(m: pytest.MonkeyPatch) -> None:
         m.setattr(promises, "_as_changes", lambda ws, tables, before: None)
+
+    found = caught(monkeypatch, defect, ": audits")
+    assert found is not None, f"no seed of the first {TEETH} found it"
+
+
+def test_finds_epoch_values_loaded_before_the_store_is_restored(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Below PL3 a spanning batch reads its epoch's starting values, which the engine
+    keeps in its store; taken when the engine is built, before the store has replayed its
+    changelog, they are stale after a crash, and a re-run batch reads a later value."""
+    init = SpanRunner.__init__
+    load = SpanRunner.load
+
+    def loads_when_built(self: SpanRunner, *args: object, **kwargs: object) -> None:
+        init(self, *args, **kwargs)  # type: ignore[arg-type]
+        load(self)
+
+    def defect(m: pytest.MonkeyPatch) -> None:
+        m.setattr(SpanRunner, "__init__", loads_when_built)
+        m.setattr(SpanRunner, "load", lambda self: None)
+
+    found = caught(monkeypatch, defect, " at PL")
+    assert found is not None, f"no seed of the first {TEETH} found it"
+
+
+def test_finds_a_promise_landing_on_a_row_a_queued_spanning_batch_read(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A committed promise that lands on a row whose value a queued spanning batch sent
+    makes that row's engine run the batch on another value than the others did."""
+
+    def defect(m: pytest.MonkeyPatch) -> None:
+        m.setattr(SpanRunner, "reading", lambda self, ws: False)
 
     found = caught(monkeypatch, defect, ": audits")
     assert found is not None, f"no seed of the first {TEETH} found it"
