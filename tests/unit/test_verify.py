@@ -4,6 +4,7 @@ aggregation constraints checked on committed rows, and the apps it refuses."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from leaderboard.dataflow import Params, build_app
 from txstream import App, Isolation, Key, Record, TxnContext
 from txstream.config import Settings
 from txstream.engine.group import BatchRun, decode_order, encode_order
-from txstream.oltp.messages import Decision, EngineRequest, Fragment
+from txstream.oltp.messages import CoordinatorLog, Decision, EngineRequest, Fragment
 from txstream.testing import AppTester
 from txstream.testing.verify import (
     Unverifiable,
@@ -26,7 +27,9 @@ from txstream.testing.verify import (
     _ran,
     _replay,
     refuse,
+    serialized_totals,
     unseen,
+    unsummed,
 )
 
 VOTE = {"vote_id": 1, "phone_number": 6175550101, "contestant_number": 1}
@@ -120,6 +123,42 @@ def test_aggregation_constraints_are_checked_on_every_partition_s_rows_together(
     )
     assert _broken(inventory(), [p0]) != () and _broken(inventory(), [p1, p1]) != ()
     assert _broken(inventory(), [{"stock": dict([site(1, 1, 5)])}, p1]) == ()
+
+
+def test_each_constrained_group_s_committed_sum_is_serialize_s_total() -> None:
+    """Apart from the replay: the rows of each group add up to the deltas SERIALIZE
+    committed (a totals record, then the promises committed after it; aborted ones and
+    those before the totals record do not count again)."""
+
+    def key(item: int) -> str:
+        return json.dumps(["stock", "sum(qty) >= 0 group by item", [item]])
+
+    def serialized(txn: str, commit: bool, item: int, delta: int) -> CoordinatorLog:
+        deltas = json.dumps([[key(item), delta]])
+        return CoordinatorLog("serialized", 1, txn, commit=commit, results=deltas)
+
+    log = [
+        serialized("P0.0", True, 1, 9),
+        CoordinatorLog("totals", 1, results=json.dumps({key(1): 7})),
+        serialized("P0.1", True, 1, -2),
+        serialized("P1.0", False, 2, 50),
+        serialized("P1.1", True, 2, 3),
+    ]
+    totals = serialized_totals(log)
+    assert totals == {key(1): 5.0, key(2): 3.0}
+
+    def site(item: int, site: int, qty: int) -> tuple[Key, Record]:
+        return (item, site), {"item": item, "site": site, "qty": qty}
+
+    p0 = {"stock": dict([site(1, 1, 2), site(2, 1, 1)])}
+    p1 = {"stock": dict([site(1, 2, 3), site(2, 2, 2)])}
+    assert unsummed(inventory(), [p0, p1], totals) == ()
+    p1["stock"][(1, 2)]["qty"] = 13  # a promise's +10 applied twice, or one never serialized
+    assert unsummed(inventory(), [p0, p1], totals) == (
+        "'sum(qty) >= 0 group by item' on table 'stock', group [1]: the committed rows "
+        "come to 15, the promises SERIALIZE committed to 5",
+    )
+    assert len(unsummed(inventory(), [p0], totals)) == 2, "p1's rows missing: both groups"
 
 
 def transfers_with_oltp() -> App:

@@ -21,7 +21,11 @@ prepare holds its writes until the decision the engine took, a promise until SER
 The reference does not repeat the coordinator, whose decisions are read from its topic;
 what it checks is that each engine applied exactly what its input said, in its order.
 After an equal replay, the tables' aggregation constraints (`model.aggregates`) are
-checked on the committed rows of every partition together.
+checked on the committed rows of every partition together; and, apart from the replay,
+each constrained group's committed sum must equal SERIALIZE's total for it as the
+coordinator's log holds it. Only promised transactions change those sums, by the deltas
+SERIALIZE admits, so the two agree once no promise is held or waiting to land: a promise
+whose change was lost or applied twice, whatever code path lost it, shows there.
 
 Scope: changelog recovery (the default). Repartitioned edges, and OLTP transactions in an
 app with spanning procedures (a 2PC's sides would be held twice by the one reference
@@ -30,6 +34,7 @@ engine), are refused, naming them.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 from functools import partial
@@ -37,14 +42,21 @@ from typing import Any
 
 from txstream.config import Settings
 from txstream.engine.group import ORDER_HEADER, BatchRun, decode_order
-from txstream.engine.promises import promise_id
+from txstream.engine.promises import PROMISED_TABLE, promise_id
 from txstream.kafka.published_schemas import published
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.declarations import Key, Record, RecoveryMode
-from txstream.oltp.messages import Decision, EngineRequest, Message, Wire, WireDecodeError
+from txstream.oltp.messages import (
+    CoordinatorLog,
+    Decision,
+    EngineRequest,
+    Message,
+    Wire,
+    WireDecodeError,
+)
 from txstream.oltp.origin import Origin, Unauthenticated
 from txstream.recovery.changelog import committed_tables, partition_tables
 from txstream.schemas.codec import WRITER_HEADER, BatchCodec, BatchDecodeError
@@ -124,20 +136,32 @@ def verify(
         runs.append(list(_ran(order, inputs, oltp)))
         progress(p, len(runs[-1]))
     spanning = frozenset(dataflow.spanning_streams)
+    count = sum(map(len, runs))
+    every: list[dict[str, dict[Key, Record]]] = []
     if spanning:  # one reference for every partition together
         ran = _merged(runs, spanning)
         committed = committed_tables(settings, state_codec, topics.changelog, partitions)
         owner = partial(partition_of, partitions=partitions)
         found = _first_difference(app, settings, ran, committed, owner)
-        return Verdict(partitions, len(ran), found, unseen=unseen(app))
-    every: list[dict[str, dict[Key, Record]]] = []
-    for p, ran in enumerate(runs):
-        committed = partition_tables(settings, state_codec, topics.changelog, p)
-        found = _first_difference(app, settings, ran, committed, partial(_constant, p))
         if found is not None:
-            return Verdict(partitions, sum(map(len, runs)), found, unseen=unseen(app))
+            return Verdict(partitions, len(ran), found, unseen=unseen(app))
         every.append(committed)
-    return Verdict(partitions, sum(map(len, runs)), None, _broken(app, every), unseen(app))
+    else:
+        for p, ran in enumerate(runs):
+            committed = partition_tables(settings, state_codec, topics.changelog, p)
+            found = _first_difference(app, settings, ran, committed, partial(_constant, p))
+            if found is not None:
+                return Verdict(partitions, count, found, unseen=unseen(app))
+            every.append(committed)
+    broken = _broken(app, every)
+    if not _serializes(app):
+        return Verdict(partitions, count, None, broken, unseen(app))
+    if any(committed.get(PROMISED_TABLE) for committed in every):
+        late = ("SERIALIZE's totals: promises were still held or waiting to land when the run "
+                "was read, so the committed sums could not be compared with them",)  # fmt: skip
+        return Verdict(partitions, count, None, broken, unseen(app) + late)
+    totals = serialized_totals(_log(settings, topics, wire))
+    return Verdict(partitions, count, None, broken + unsummed(app, every, totals), unseen(app))
 
 
 def _broken(app: App, partitions: list[dict[str, dict[Key, Record]]]) -> tuple[str, ...]:
@@ -154,6 +178,55 @@ def _broken(app: App, partitions: list[dict[str, dict[Key, Record]]]) -> tuple[s
             out += [f"'{bound.text}' on table {table.name!r} breaks for group {k}: {v}"
                     for k, v in sorted(sums.items()) if not bound.allows(v)]  # fmt: skip
     return tuple(out)
+
+
+def _serializes(app: App) -> bool:
+    """Whether SERIALIZE keeps totals for `app`: it has transactions and bounded tables."""
+    return bool(app.decl.transactions) and any(t.aggregates for t in app.decl.tables.values())
+
+
+def serialized_totals(log: Iterable[CoordinatorLog]) -> dict[str, float]:
+    """SERIALIZE's totals as the coordinator's log records them: the newest record of all
+    totals, plus the deltas of each promise committed after it."""
+    totals: dict[str, float] = {}
+    for record in log:
+        if record.kind == "totals":
+            totals = {k: float(v) for k, v in json.loads(record.results).items()}
+        elif record.kind == "serialized" and record.commit:
+            for key, delta in json.loads(record.results):
+                totals[key] = totals.get(key, 0.0) + delta
+    return totals
+
+
+def unsummed(
+    app: App, partitions: list[dict[str, dict[Key, Record]]], totals: dict[str, float]
+) -> tuple[str, ...]:
+    """Each constrained group whose committed sum (or count) over every partition's rows is
+    not SERIALIZE's total for it."""
+    sums: dict[str, float] = {}
+    for table in app.decl.tables.values():
+        for bound in table.aggregates:
+            for committed in partitions:
+                for row in committed.get(table.name, {}).values():
+                    k, amount = bound.contribution(row) or ("", 0)
+                    sums[k] = sums.get(k, 0) + amount
+    out = []
+    for k in sorted(sums.keys() | totals.keys()):
+        have, want = sums.get(k, 0), totals.get(k, 0)
+        if abs(have - want) > 1e-9:
+            table, text, group = json.loads(k)
+            out.append(f"'{text}' on table {table!r}, group {group}: the committed rows come "
+                       f"to {have:g}, the promises SERIALIZE committed to {want:g}")  # fmt: skip
+    return tuple(out)
+
+
+def _log(settings: Settings, topics: AppTopics, wire: Wire) -> Iterable[CoordinatorLog]:
+    """The coordinator's log; a record without the stack's tag was skipped by it too."""
+    for msg in read_to_committed_end(settings, topics.coordinator_log, 0):
+        try:
+            yield wire.decode(CoordinatorLog, msg.value() or b"")
+        except (WireDecodeError, Unauthenticated):
+            continue
 
 
 def _constant(partition: int, key: Key) -> int:
@@ -209,8 +282,8 @@ def unseen(app: App) -> tuple[str, ...]:
     vouches for none of it."""
     out = [
         "a bug the engine and its replay share: the reference runs the app's procedures "
-        "through the same engine code, serially; only the aggregation constraints are "
-        "checked apart from it, on the committed rows"
+        "through the same engine code, serially; only the aggregation constraints, and "
+        "each constrained group's sum against SERIALIZE's total, are checked apart from it"
     ]
     if app.decl.transactions:
         out.append(
