@@ -1,6 +1,6 @@
 """A repartitioned edge with its workers SIGKILLed at seeded random moments: a part sent
 twice or lost, or a tally applied twice after a restart, changes the committed counts,
-which must equal the serial reference."""
+which must equal the serial reference; and `txstream verify` replays the run equal."""
 
 from __future__ import annotations
 
@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from orders.sales import reference
+from orders.sales import from_params, reference
 from orders.sales_run import SalesRun, by_item, sales_events
 from tests.conftest import KafkaEnv
 from tests.faults.killer import Killer, kill_leftovers
 from tests.faults.scale import LONG, seeds
 from txstream.kafka.routing import partition_of
+from txstream.testing.verify import verify
 
 WORKERS = 2
 KILLS = 3  # per worker: six in a run
@@ -63,3 +64,5 @@ def test_sigkilled_workers_give_the_serial_reference(
         kill_leftovers(settings.home)
     assert sum(len(k.killed) for k in killers) == WORKERS * KILLS
     assert by_item(cluster.item_totals()) == by_item(totals)  # in one serial order
+    verdict = verify(settings, from_params({"name": cluster.app.name}), 4)
+    assert verdict.equal, verdict.divergence and verdict.divergence.text()

@@ -1,7 +1,8 @@
 """A repartitioned edge on the real broker: the sales app's `tally` runs on the engines
 owning the items, fed through its own topic, and both count tables and every item's running
 totals equal the serial reference (the ordered edge takes parts in batch-id order); each
-part is on its item's owner, and each sender's parts are in batch order."""
+part is on its item's owner, and each sender's parts are in batch order; `txstream verify`
+replays the run equal, ordered or not, and names a count altered afterwards."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
-from orders.sales import reference
+from orders.sales import from_params, reference
 from orders.sales_run import SalesRun, by_item, sales_events
 from tests.conftest import KafkaEnv
 from tests.faults.killer import kill_leftovers
@@ -20,29 +22,59 @@ from tests.integration.sequencer_driver import (
     unique,
     write_config,
 )
+from txstream.kafka.clients import transactional_producer_config
 from txstream.kafka.routing import partition_of
+from txstream.recovery.changelog import partition_tables
+from txstream.testing.verify import verify
 
 PARTITIONS = 4
 
 
 @pytest.mark.timeout(300)
+@pytest.mark.parametrize("ordered", [True, False], ids=["ordered", "unordered"])
 def test_a_repartitioned_dataflow_equals_the_serial_reference(
-    kafka: KafkaEnv, tmp_path: Path
+    kafka: KafkaEnv, tmp_path: Path, ordered: bool
 ) -> None:
     settings = kafka.settings.model_copy(update={"home": tmp_path / "home"})
     events = sales_events(seed=5, n=600)
     batches = [events[i : i + 4] for i in range(0, len(events), 4)]
     customers, items, totals = reference(batches, lambda c: partition_of((c,), PARTITIONS))
-    cluster = SalesRun(settings, PARTITIONS, workers=2)
+    cluster = SalesRun(settings, PARTITIONS, workers=2, ordered=ordered)
+    want = {"customer_sales": customers, "item_sales": items}
     try:
         cluster.start()
         cluster.produce(events, batch_size=4)
-        cluster.wait_committed(200)  # the commit notices say every part up to the last ran
-        assert cluster.counts() == {"customer_sales": customers, "item_sales": items}
+        if ordered:  # the commit notices say every part up to the last ran
+            cluster.wait_committed(200)
+            assert cluster.counts() == want
+        else:
+            cluster.wait_for(want, 200, cluster.alive)
     finally:
         cluster.stop()
         kill_leftovers(settings.home)
-    assert by_item(cluster.item_totals()) == by_item(totals)  # in one serial order
+    if ordered:
+        assert by_item(cluster.item_totals()) == by_item(totals)  # in one serial order
+    app = from_params({"name": cluster.app.name, "ordered": ordered})
+    verdict = verify(settings, app, PARTITIONS)
+    assert verdict.equal, verdict.divergence and verdict.divergence.text()
+    assert verdict.batches > len(batches), "border batches and hop parts, all replayed"
+    # an item's count, which only the hop's parts write, altered in its changelog
+    item = min(items)
+    q = partition_of((item,), PARTITIONS)
+    topics, codec = cluster.topics, cluster.state_codec
+    row = partition_tables(settings, codec, topics.changelog, q)["item_sales"][(item,)]
+    altered = {**row, "units": row["units"] + 1}
+    producer = Producer(transactional_producer_config(settings, f"alter-{app.name}"))
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topics.changelog, codec.encode_row("item_sales", altered),
+                     codec.key("item_sales", (item,)), partition=q)  # fmt: skip
+    producer.commit_transaction(30)
+    found = verify(settings, app, PARTITIONS).divergence
+    assert found is not None
+    assert (found.partition, found.table, found.key) == (q, "item_sales", (item,))
+    assert found.committed == altered and found.reference == row
+    assert found.last_write is not None and found.last_write[0] == topics.hop("tally")
     parts = cluster.hop_parts()
     assert sum(len(t) for log in parts for _, _, t in log) == sum(n for n, _ in items.values())
     for q, log in enumerate(parts):

@@ -14,9 +14,14 @@ from bank.stream_transfers import build_app as transfers
 from bank.transfer_reference import reference
 from inventory.dataflow import build_app as inventory
 from leaderboard.dataflow import Params, build_app
+from orders.sales import build_app as sales
+from tests.fakes import MemoryBase
 from txstream import App, Isolation, Key, Record, TxnContext
 from txstream.config import Settings
 from txstream.engine.group import BatchRun, decode_order, encode_order
+from txstream.engine.hops import Part
+from txstream.engine.partition_engine import PartitionEngine
+from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import CoordinatorLog, Decision, EngineRequest, Fragment
 from txstream.testing import AppTester
 from txstream.testing.verify import (
@@ -26,6 +31,7 @@ from txstream.testing.verify import (
     _named,
     _ran,
     _replay,
+    hop_input,
     refuse,
     serialized_totals,
     unseen,
@@ -244,3 +250,49 @@ def test_every_verdict_says_what_it_cannot_see() -> None:
     oltp = unseen(inventory())
     assert any("whether the coordinator decided right" in u for u in oltp)
     assert any("dead-lettered" in u for u in oltp)
+
+
+def order_event(seq: int, customer: int, item: int, amount: int = 1) -> Record:
+    return {"seq": seq, "kind": "O", "order_id": seq, "customer": customer, "item": item,
+            "amount": amount}  # fmt: skip
+
+
+@pytest.mark.parametrize("ordered", [False, True])
+def test_the_engine_names_the_hop_parts_and_batches_it_ran(ordered: bool) -> None:
+    """An unordered part by its offset in the hop's topic, an ordered batch by its id once
+    every sender has passed it (a part, or a progress mark with no tuples)."""
+    app = sales(ordered=ordered)
+    topic = AppTopics(app.name).hop("tally")
+    engine = PartitionEngine(app.dataflow(), MemoryBase(), 0, {}, partitions=2)
+    engine.process_hop("tally", 0, 1, [order_event(1, 1, 7)], (topic, 0, 5))
+    engine.process_hop("tally", 1, 1, [] if ordered else [order_event(2, 2, 7)], (topic, 0, 6))
+    engine.process_hop("tally", 1, 2, [order_event(3, 2, 7)], (topic, 0, 7))
+    engine.process_hop("tally", 0, 2, [], (topic, 0, 8))
+    order = engine.take_group().order
+    assert order == ([BatchRun(topic, 1, 2)] if ordered else [BatchRun(topic, 5, 7)])
+
+
+def test_a_replay_takes_the_hop_parts_where_its_engine_ran_them() -> None:
+    """An ordered batch runs once on its senders' parts in sender order; an unordered part
+    runs alone; a partition's own TEs keep what they send to the hop, which the engines
+    owning its keys run. Here the partition ran customer 1's batch, then two of `tally`'s
+    batches for item 7, one with a part from another engine."""
+    topic = AppTopics("sales").hop("tally")
+    parts = [Part(1, 1, 0, [order_event(2, 2, 7, 5)]), Part(1, 0, 1, [order_event(1, 1, 7, 3)]),
+             Part(2, 1, 2, []), Part(2, 0, 3, [order_event(4, 1, 7, 2)])]  # fmt: skip
+    ordered = hop_input("tally", True, parts)
+    assert [(n, [t["seq"] for t in h.tuples]) for n, h in ordered.runs.items()] == [
+        (1, [1, 2]),  # sender 0's part first, though it came second
+        (2, [4]),
+    ]
+    unordered = hop_input("tally", False, parts)
+    assert sorted(unordered.runs) == [0, 1, 3], "by offset; the mark ran nothing"
+    events = [order_event(1, 1, 7, 3), order_event(4, 1, 7, 2)]
+    order = [BatchRun("sales_events", 1, 1), BatchRun(topic, 1, 2)]
+    ran = list(_ran(order, {"sales_events": {1: events}}, {}, {topic: ordered}))
+    assert [(s, n) for s, n, _ in ran] == [("sales_events", 1), (topic, 1), (topic, 2)]
+    tester = _replay(sales(), Settings(), ran)
+    assert tester.table("customer_sales") == {(1,): {"orders": 2, "units": 5}}
+    assert tester.table("item_sales") == {(7,): {"orders": 3, "units": 10}}, "parts only"
+    with pytest.raises(Unverifiable, match="offset 2 ran a part of 'tally'"):
+        list(_ran([BatchRun(topic, 1, 2)], {}, {}, {topic: unordered}))

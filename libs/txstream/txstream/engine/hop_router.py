@@ -4,7 +4,9 @@ A repartitioned procedure's input is routed by key with the producing TE's outpu
 (`hops.hop_batches`); each engine receives the parts that its keys own. An unordered hop
 runs each part as it comes; an ordered hop's parts wait in its inbox (`HopInbox`) until
 their batch is whole, and run as one TE. With each group this engine marks how far it has
-come on every ordered hop it feeds, so the receivers know when a batch is whole.
+come on every ordered hop it feeds, so the receivers know when a batch is whole. What ran
+goes into the group's order, for `txstream verify`: an unordered part by its offset in the
+hop's topic, an ordered batch by its id.
 """
 
 from __future__ import annotations
@@ -53,28 +55,36 @@ class HopRouter:
         transactions put each part there exactly once, so no batch id needs checking. An
         ordered hop's parts run once their batch is whole, and the position stays at the
         oldest waiting one."""
-        proc = self.dataflow.decl.procedures[procedure]
         inbox = self.inboxes.get(procedure)
         ledger = self.ledger
-        ledger.local()
         if inbox is None:
             if tuples:
-                self.executor.run(proc, proc.input, batch_id, tuples)
-                ledger.group.stats.batches += 1
+                self.run(procedure, batch_id, tuples)
+                ledger.ran(source[0], source[2], by_offset=True)
+            ledger.local()
             ledger.advance(source)
             return
+        ledger.local()
         inbox.receive(sender, batch_id, tuples, source[2])
         for ready, parts in inbox.ready():
-            whole = [t for part in parts for t in part.tuples]
-            self.executor.run(proc, proc.input, ready, whole)
-            ledger.group.stats.batches += 1
+            self.run(procedure, ready, [t for part in parts for t in part.tuples])
+            ledger.ran(source[0], ready, by_offset=False)
         position = inbox.position()
         if position is not None:
             ledger.set_position(source[0], position)
         frontier = inbox.frontier()
         if frontier is not None:  # the commit notice says how far: every part up to it ran
-            ledger.group.first_batch_ids.setdefault(proc.input, frontier)
-            ledger.group.last_batch_ids[proc.input] = frontier
+            stream = self.dataflow.decl.procedures[procedure].input
+            ledger.group.first_batch_ids.setdefault(stream, frontier)
+            ledger.group.last_batch_ids[stream] = frontier
+
+    def run(self, procedure: str, batch_id: int, tuples: Sequence[Record]) -> None:
+        """Repartitioned `procedure` as one TE: on an unordered part, or on an ordered
+        batch's parts in sender order."""
+        proc = self.dataflow.decl.procedures[procedure]
+        self.ledger.local()
+        self.executor.run(proc, proc.input, batch_id, tuples)
+        self.ledger.group.stats.batches += 1
 
     def mark_progress(self) -> None:
         """Tell every engine's inbox of each ordered hop fed from here how far this engine

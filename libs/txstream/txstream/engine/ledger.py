@@ -82,11 +82,7 @@ class BatchLedger:
         group.stats.batches += 1
         group.first_batch_ids.setdefault(stream, batch_id)
         group.last_batch_ids[stream] = batch_id
-        order = group.order
-        if order and order[-1].stream == stream:
-            order[-1].last = batch_id
-        else:
-            order.append(BatchRun(stream, batch_id, batch_id))
+        self.ran(stream, batch_id, by_offset=False)
         watcher = self._watchers.get(stream)
         if watcher is not None:
             watcher(batch_id)
@@ -137,11 +133,18 @@ class BatchLedger:
         and so does `txstream verify`, from the group's order (runs of offsets)."""
         if journal is not Journal.NONE:
             self.group.journal.append(JournalEntry(OLTP_STREAM, -1, None, topic, offset))
+        self.ran(topic, offset, by_offset=True)
+
+    def ran(self, source: str, n: int, by_offset: bool) -> None:
+        """Record in the group's order that `source` ran here next: batch `n` of a stream
+        (a run of one stream's batches holds every id between, which ran here), or the
+        record at offset `n` of a topic (a run holds consecutive offsets)."""
         order = self.group.order
-        if order and order[-1].stream == topic and order[-1].last == offset - 1:
-            order[-1].last = offset
+        last = order[-1] if order else None
+        if last is not None and last.stream == source and (not by_offset or last.last == n - 1):
+            last.last = n
         else:
-            order.append(BatchRun(topic, offset, offset))
+            order.append(BatchRun(source, n, n))
 
     # --- OLTP ----------------------------------------------------------------------------
 

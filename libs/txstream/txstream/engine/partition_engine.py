@@ -268,6 +268,13 @@ class PartitionEngine:
             self.load()
         self.hop_router.receive(procedure, sender, batch_id, tuples, source)
 
+    def run_hop(self, procedure: str, batch_id: int, tuples: Sequence[Record]) -> None:
+        """Repartitioned `procedure` on a batch as it ran on its engine (a part, or an
+        ordered batch's parts together), out of any inbox: a replay's (`txstream verify`)."""
+        if not self._loaded:
+            self.load()
+        self.hop_router.run(procedure, batch_id, tuples)
+
     def progress(self, stream: str, batch_id: int, source: Source) -> None:
         """A producer's progress mark on border `stream`: every batch up to `batch_id` has
         been sent to this partition. It counts as the last batch seen, so an ordered hop fed

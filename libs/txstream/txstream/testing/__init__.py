@@ -93,11 +93,16 @@ class AppTester:
         params: Mapping[str, Any] | None = None,
         schema_dir: Path | None = None,
         check_schemas: bool = True,
+        repartition: bool = True,
     ) -> None:
         """`params` default to the app's own; `check_schemas` encodes every output and
         state write against the app's schemas from `schema_dir` (default: the configured
-        one), as the worker does."""
+        one), as the worker does. With `repartition` off, what a TE sends a repartitioned
+        procedure is not run here but kept (`sent`): a replay of one partition of a run
+        gets those parts from the engines that owned them (`run_hop`)."""
         self.app = app
+        self.repartition = repartition
+        self._sent: list[OutputBatch] = []
         self._inject: dict[str, str] = {}
         dataflow = build_dataflow(self._injectable(app))
         record_check = None
@@ -131,12 +136,33 @@ class AppTester:
             batch_id = self._next_ids.get(stream, 1)
         self._next_ids[stream] = max(self._next_ids.get(stream, 1), batch_id + 1)
         outcome = self.engine.process(stream, batch_id, [dict(t) for t in tuples])
-        hops = self._commit()
-        while hops:  # repartitioned procedures: one partition owns every key here
+        self._hops(self._commit())
+        return outcome
+
+    def run_hop(self, procedure: str, batch_id: int, tuples: Sequence[Record]) -> None:
+        """Run repartitioned `procedure` on one batch, as the engine owning its keys does
+        (an unordered part, or an ordered batch's parts in sender order), and commit."""
+        hops = self.engine.dataflow.hops
+        if procedure not in hops:
+            raise DataflowError(f"app {self.app.name!r} has no repartitioned procedure "
+                                f"{procedure!r}; it has {sorted(hops)}")  # fmt: skip
+        self.engine.run_hop(procedure, batch_id, [dict(t) for t in tuples])
+        self._hops(self._commit())
+
+    def sent(self) -> list[OutputBatch]:
+        """With `repartition` off: every part sent to a repartitioned procedure so far."""
+        return list(self._sent)
+
+    def _hops(self, hops: list[OutputBatch]) -> None:
+        """Repartitioned procedures' parts: run here (one partition owns every key), or,
+        with `repartition` off, kept."""
+        if not self.repartition:
+            self._sent += hops
+            return
+        while hops:
             for i, out in enumerate(hops):
                 self.engine.process_hop(out.hop or "", 0, out.batch_id, out.tuples, ("hop", 0, i))
             hops = self._commit()
-        return outcome
 
     def request(self, req: EngineRequest) -> bool:
         """Handle one OLTP request (run, prepare, promise, read) as the engine owning its

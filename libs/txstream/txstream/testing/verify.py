@@ -27,9 +27,15 @@ coordinator's log holds it. Only promised transactions change those sums, by the
 SERIALIZE admits, so the two agree once no promise is held or waiting to land: a promise
 whose change was lost or applied twice, whatever code path lost it, shows there.
 
-Scope: changelog recovery (the default). Repartitioned edges, and OLTP transactions in an
-app with spanning procedures (a 2PC's sides would be held twice by the one reference
-engine), are refused, naming them.
+A repartitioned procedure runs on the engine owning each part's keys, from its own topic,
+and the engine's order names what ran: an unordered part by its offset there, an ordered
+batch by its id (its parts, from every sender, together in sender order). The reference
+of each partition takes the parts from that topic at the same places, as input, and keeps
+the parts its own TEs send rather than running them.
+
+Scope: changelog recovery (the default). OLTP transactions in an app with spanning
+procedures (a 2PC's sides would be held twice by the one reference engine) are refused,
+naming them.
 """
 
 from __future__ import annotations
@@ -42,12 +48,14 @@ from typing import Any
 
 from txstream.config import Settings
 from txstream.engine.group import ORDER_HEADER, BatchRun, decode_order
+from txstream.engine.hops import Part
 from txstream.engine.promises import PROMISED_TABLE, promise_id
 from txstream.kafka.published_schemas import published
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
+from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Record, RecoveryMode
 from txstream.oltp.messages import (
     CoordinatorLog,
@@ -64,8 +72,28 @@ from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 from txstream.testing import AppTester
 
-# As an engine ran it: (stream, batch id, tuples), or (OLTP topic, offset, its message).
+# As an engine ran it: (stream, batch id, tuples), (OLTP topic, offset, its message), or
+# (hop topic, offset or batch id, a `Hop`).
 Ran = tuple[str, int, Any]
+
+
+@dataclass(frozen=True)
+class Hop:
+    """What a repartitioned procedure ran on: a part, or an ordered batch's parts."""
+
+    procedure: str
+    batch_id: int
+    tuples: list[Record]
+
+
+@dataclass(frozen=True)
+class HopInput:
+    """A repartitioned procedure's topic, one partition of it: unordered parts by offset,
+    or ordered batches by id, each its parts' tuples in sender order."""
+
+    procedure: str
+    ordered: bool
+    runs: dict[int, Hop]
 
 
 class Unverifiable(ValueError):
@@ -133,7 +161,9 @@ def verify(
         }
         oltp = {t: _oltp(settings, t, p, wire) for t in _oltp_topics(app, topics)}
         _named(order, oltp, p)
-        runs.append(list(_ran(order, inputs, oltp)))
+        hops = {topics.hop(h): _hop_input(settings, dataflow, topics, h, p, registry, writers)
+                for h in dataflow.hops}  # fmt: skip
+        runs.append(list(_ran(order, inputs, oltp, hops)))
         progress(p, len(runs[-1]))
     spanning = frozenset(dataflow.spanning_streams)
     count = sum(map(len, runs))
@@ -248,7 +278,7 @@ def _first_difference(
         for key in sorted(mine.keys() | theirs.keys(), key=repr):
             if mine.get(key) != theirs.get(key):
                 last = _last_write(app, settings, ran, table, key)
-                oltp = last is not None and last[0] in _oltp_topics(app, AppTopics(app.name))
+                oltp = last is not None and last[0] in _by_offset(app)
                 return Divergence(owner(key), table, key, mine.get(key), theirs.get(key), last,
                                   oltp)  # fmt: skip
     return None
@@ -309,8 +339,6 @@ def refuse(app: App) -> None:
     if app.decl.transactions and df.spanning_streams:
         names = ", ".join(sorted(app.decl.transactions))
         missing.append(f"OLTP transactions ({names}) beside spanning procedures")
-    if df.hops:
-        missing.append(f"repartitioned edges ({', '.join(df.hops)})")
     if app.recovery is not RecoveryMode.CHANGELOG:
         missing.append(f"{app.recovery} recovery (no changelog to compare with)")
     if missing:
@@ -342,16 +370,20 @@ def _batches(
     """Batch id -> tuples, the first record of each id (a later one was a re-send or stale)."""
     out: dict[int, list[Record]] = {}
     for msg in read_to_committed_end(settings, topic, partition):
-        fingerprint = dict(msg.headers() or []).get(WRITER_HEADER)
-        if isinstance(fingerprint, bytes):
-            fingerprint = fingerprint.decode()
-        writer = writers.get(fingerprint or "") if fingerprint != codec.fingerprint else None
         try:
-            batch = codec.decode(msg.value() or b"", writer)
+            batch = codec.decode(msg.value() or b"", _writer(msg, codec, writers))
         except BatchDecodeError:
             continue  # dead-lettered by the engine, never run: not in the order either
         out.setdefault(batch.batch_id, batch.tuples)
     return out
+
+
+def _writer(msg: Any, codec: BatchCodec, writers: dict[str, BatchCodec]) -> BatchCodec | None:
+    """The codec of the schema a record was written with, if not `codec`'s own."""
+    fingerprint = dict(msg.headers() or []).get(WRITER_HEADER)
+    if isinstance(fingerprint, bytes):
+        fingerprint = fingerprint.decode()
+    return writers.get(fingerprint or "") if fingerprint != codec.fingerprint else None
 
 
 def _wire(settings: Settings, registry: SchemaRegistry) -> Wire:
@@ -361,6 +393,14 @@ def _wire(settings: Settings, registry: SchemaRegistry) -> Wire:
     except ValueError as e:
         raise Unverifiable(f"{e}: without it, no decision could be told from a forgery") from e
     return Wire(registry, origin)
+
+
+def _by_offset(app: App) -> set[str]:
+    """The topics whose records the order names by offset: OLTP input, unordered hops."""
+    topics = AppTopics(app.name)
+    df = app.dataflow()
+    hops = {topics.hop(h) for h in df.hops if not df.decl.procedures[h].ordered}
+    return set(_oltp_topics(app, topics)) | hops
 
 
 def _oltp_topics(app: App, topics: AppTopics) -> tuple[str, ...]:
@@ -402,10 +442,59 @@ def _named(order: list[BatchRun], oltp: dict[str, dict[int, Any]], partition: in
         )
 
 
+def _hop_input(
+    settings: Settings,
+    dataflow: Dataflow,
+    topics: AppTopics,
+    procedure: str,
+    partition: int,
+    registry: SchemaRegistry,
+    writers: dict[str, BatchCodec],
+) -> HopInput:
+    """One partition of `procedure`'s topic, as `hop_input` gives it out."""
+    proc = dataflow.decl.procedures[procedure]
+    codec = BatchCodec(registry.get(dataflow.decl.streams[proc.input].schema))
+    parts: list[Part] = []
+    for msg in read_to_committed_end(settings, topics.hop(procedure), partition):
+        try:
+            batch = codec.decode(msg.value() or b"", _writer(msg, codec, writers))
+            sender = int(msg.key() or b"")
+        except (BatchDecodeError, ValueError):
+            continue  # dead-lettered by the engine, never run
+        parts.append(Part(batch.batch_id, sender, msg.offset() or 0, batch.tuples))
+    return hop_input(procedure, proc.ordered, parts)
+
+
+def hop_input(procedure: str, ordered: bool, parts: Iterable[Part]) -> HopInput:
+    """A hop topic's parts as its engine runs them: unordered, each by its offset; ordered,
+    each batch by its id, its senders' parts together in sender order. Progress marks (no
+    tuples) run nothing."""
+    parts = [p for p in parts if p.tuples]
+    if not ordered:
+        runs = {p.offset: Hop(procedure, p.batch_id, list(p.tuples)) for p in parts}
+        return HopInput(procedure, False, runs)
+    runs = {}
+    for p in sorted(parts):
+        runs.setdefault(p.batch_id, Hop(procedure, p.batch_id, [])).tuples.extend(p.tuples)
+    return HopInput(procedure, True, runs)
+
+
 def _ran(
-    order: Iterable[BatchRun], inputs: dict[str, dict[int, Any]], oltp: dict[str, dict[int, Any]]
+    order: Iterable[BatchRun],
+    inputs: dict[str, dict[int, Any]],
+    oltp: dict[str, dict[int, Any]],
+    hops: dict[str, HopInput] | None = None,
 ) -> Iterable[Ran]:
     for run in order:
+        hop = (hops or {}).get(run.stream)
+        if hop is not None:
+            for n in range(run.first, run.last + 1):
+                if n in hop.runs:
+                    yield run.stream, n, hop.runs[n]
+                elif not hop.ordered:  # every offset of a run of parts ran a part
+                    raise Unverifiable(f"{run.stream} offset {n} ran a part of "
+                                       f"{hop.procedure!r} and cannot be read now")  # fmt: skip
+            continue
         records = oltp.get(run.stream)
         if records is not None:
             for offset in range(run.first, run.last + 1):
@@ -425,7 +514,7 @@ def _ran(
 
 
 def _replay(app: App, settings: Settings, ran: Iterable[Ran]) -> AppTester:
-    tester = AppTester(app, schema_dir=settings.schema_dir)
+    tester = AppTester(app, schema_dir=settings.schema_dir, repartition=False)
     for entry in _fed(ran):
         _step(tester, entry)
     return tester
@@ -433,7 +522,9 @@ def _replay(app: App, settings: Settings, ran: Iterable[Ran]) -> AppTester:
 
 def _step(tester: AppTester, entry: Ran) -> None:
     name, n, item = entry
-    if isinstance(item, Decision):
+    if isinstance(item, Hop):
+        tester.run_hop(item.procedure, item.batch_id, item.tuples)
+    elif isinstance(item, Decision):
         tester.decide(item)
     elif isinstance(item, EngineRequest):
         if not tester.request(item):
@@ -449,7 +540,7 @@ def _fed(ran: Iterable[Ran]) -> Iterable[Ran]:
     stream's last is given the next one, where the engine would skip it as a repeat."""
     last: dict[str, int] = {}
     for stream, batch_id, tuples in ran:
-        if isinstance(tuples, Message):  # an OLTP record, by its offset
+        if isinstance(tuples, (Message, Hop)):  # an OLTP record or a hop's, as it ran
             yield stream, batch_id, tuples
             continue
         if batch_id <= last.get(stream, batch_id - 1):
@@ -463,7 +554,7 @@ def _last_write(
 ) -> tuple[str, int] | None:
     """Replay once more, watching one row: the batch after which it last changed (its id as
     its producer gave it)."""
-    tester = AppTester(app, schema_dir=settings.schema_dir)
+    tester = AppTester(app, schema_dir=settings.schema_dir, repartition=False)
     last, before = None, None
     for (stream, batch_id, _), fed in zip(ran, _fed(ran), strict=True):
         _step(tester, fed)
