@@ -49,6 +49,15 @@ def test_so_does_a_reply_the_coordinator_waits_on() -> None:
     assert pipeline().due(group, end_of_run=True)
 
 
+def test_a_decision_s_acknowledgement_waits_its_interval() -> None:
+    """Nobody waits on an ack: committing each run's at once only costs 2PC its rate."""
+    group = CommitGroup()
+    group.replies.append(EngineReply("1.2", 0, "ack", True))
+    assert not pipeline().due(group, end_of_run=True)
+    group.replies.append(EngineReply("1.3", 0, "rows", True))
+    assert pipeline().due(group, end_of_run=True)
+
+
 def test_while_a_commit_is_in_flight_the_answers_wait_for_it() -> None:
     p = pipeline()
     sent = in_flight(p)

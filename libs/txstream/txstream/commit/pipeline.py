@@ -15,7 +15,7 @@ exactly-once, are `GroupCommitter`'s.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from enum import Enum
@@ -23,6 +23,7 @@ from enum import Enum
 from txstream.commit.group_commit import GroupCommitter, Sent
 from txstream.commit.policy import OLTP_GROUP_MS, CommitPolicy
 from txstream.engine.group import CommitGroup
+from txstream.oltp.messages import EngineReply
 
 # While a commit is in flight the delivery loop looks back this often, to start the next.
 IN_FLIGHT_POLL_S = 0.001
@@ -88,7 +89,9 @@ class CommitPipeline:
     ) -> bool:
         """Whether to commit `group` now. `end_of_run`: the records at hand are all handled,
         which is when a waiting 2PC vote is committed (votes in one run share a commit),
-        and any answer a client or the coordinator waits on, unless a commit is in flight.
+        and any answer a client waits on, unless a commit is in flight; a decision's
+        acknowledgement waits its interval (nobody waits on it, and committing each run's
+        at once cost 2PC transfers 3-6% of their rate: docs/benchmarks.md).
         While one commit is in flight the group grows until that one is done, or until the
         size cap, so under load groups grow to fill the commit's round trips; with a
         `backlog` a group stays open for the policy's longer busy interval. `input_waits`:
@@ -102,7 +105,7 @@ class CommitPipeline:
             return full
         if input_waits:
             return True
-        if end_of_run and not backlog and (group.replies or group.results):
+        if end_of_run and not backlog and (group.results or _awaited(group.replies)):
             # a client waits on each, and nothing else is at hand to join them: the
             # commit in flight, when there is one, is what groups answers under load
             return True
@@ -158,3 +161,8 @@ class CommitPipeline:
             commit.sent.exception()  # waits for the thread; its error, if any, is moot now
             commit.status = CommitStatus.FAILED
         self.committer.close()
+
+
+def _awaited(replies: Sequence[EngineReply]) -> bool:
+    """Whether a client waits on one of `replies` (all but a decision's acknowledgement)."""
+    return any(r.kind != "ack" for r in replies)
