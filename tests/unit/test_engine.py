@@ -183,13 +183,14 @@ def test_read_your_writes_and_duplicate_batches() -> None:
 
 
 def test_window_of_another_procedure_is_refused_at_run_time() -> None:
+    """Named at run time, where the dataflow's check of literal names cannot see it."""
     app = App("t")
     app.stream("a", schema="x.R")
     app.window("w", schema="x.R", rows=1, slide=1)
 
     @app.procedure(input="a")
     def p(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        ctx.window("w")
+        ctx.window("".join(["w"]))
 
     engine, _ = engine_for(app)
     engine.process("a", 1, [{}])
@@ -204,7 +205,7 @@ def test_emit_to_undeclared_output_is_an_error() -> None:
 
     @app.procedure(input="a")
     def p(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        ctx.emit("elsewhere", {})
+        ctx.emit("".join(["elsewhere"]), {})  # named at run time: seen only there
 
     engine, _ = engine_for(app)
     engine.process("a", 1, [{}])

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from graphlib import CycleError, TopologicalSorter
 
+from txstream.model import names
 from txstream.model.declarations import (
     Declarations,
     Isolation,
@@ -93,6 +94,9 @@ def build_dataflow(decl: Declarations) -> Dataflow:
                 )
             producers[out] = proc.name
     _check_windows(decl)
+    named = names.problems(decl)
+    if named:
+        raise DataflowError("; ".join(named))
     _check_spanning(decl, producers, consumers)
     order = _topological_order(decl, producers)
     _check_hops(decl, producers)  # walks the graph: after the cycle check
