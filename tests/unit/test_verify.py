@@ -24,14 +24,11 @@ from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.topics import AppTopics
 from txstream.oltp.messages import CoordinatorLog, Decision, EngineRequest, Fragment
 from txstream.testing import AppTester
+from txstream.testing.run_inputs import Unverifiable, check_named, hop_input, ran_in_order
 from txstream.testing.verify import (
-    Unverifiable,
     _broken,
     _merged,
-    _named,
-    _ran,
     _replay,
-    hop_input,
     refuse,
     serialized_totals,
     unseen,
@@ -61,14 +58,14 @@ def test_the_order_replays_the_partition_s_batches_and_skips_ids_it_never_had() 
     order = [BatchRun("votes", 1, 4), BatchRun("contestant_rows", 1, 1), BatchRun("votes", 9, 9)]
     inputs = {"votes": {1: [{"v": 1}], 3: [{"v": 3}], 9: [{"v": 9}], 12: [{"v": 12}]},
               "contestant_rows": {1: [{"c": 1}]}}  # fmt: skip
-    assert [(s, i) for s, i, _ in _ran(order, inputs, {})] == [
+    assert [(s, i) for s, i, _ in ran_in_order(order, inputs, {})] == [
         ("votes", 1),
         ("votes", 3),  # 2 and 4 went to other partitions
         ("contestant_rows", 1),
         ("votes", 9),  # 12 never ran: not committed yet when the run stopped
     ]
     with pytest.raises(Unverifiable, match="'accepted_votes', not a border stream"):
-        list(_ran([BatchRun("accepted_votes", 1, 1)], inputs, {}))
+        list(ran_in_order([BatchRun("accepted_votes", 1, 1)], inputs, {}))
 
 
 def request(kind: str, txn_id: str, *fragments: Fragment) -> EngineRequest:
@@ -104,7 +101,7 @@ def test_oltp_records_are_in_the_order_by_offset_and_replay_there() -> None:
     }
     order = [BatchRun("bank.requests", 4, 6), BatchRun("bank.decisions", 0, 0),
              BatchRun("bank.requests", 7, 7)]  # fmt: skip
-    ran = list(_ran(order, {}, oltp))
+    ran = list(ran_in_order(order, {}, oltp))
     assert [(s, i) for s, i, _ in ran] == [
         ("bank.requests", 4), ("bank.requests", 5), ("bank.decisions", 0), ("bank.requests", 7)
     ]  # fmt: skip
@@ -114,7 +111,7 @@ def test_oltp_records_are_in_the_order_by_offset_and_replay_there() -> None:
     held = _replay(bank(), Settings(), [e for e in ran if e[0] != "bank.decisions"])
     assert held.table("accounts")[(1,)] == {"balance": 100}
     with pytest.raises(Unverifiable, match="offset 9 was handled by the engine"):
-        list(_ran([BatchRun("bank.requests", 9, 9)], {}, oltp))
+        list(ran_in_order([BatchRun("bank.requests", 9, 9)], {}, oltp))
 
 
 def test_aggregation_constraints_are_checked_on_every_partition_s_rows_together() -> None:
@@ -236,9 +233,9 @@ def test_a_run_whose_order_names_no_oltp_records_is_refused() -> None:
     """Written by an engine older than the OLTP replay: refused, not called divergent."""
     oltp: dict[str, dict[int, Any]] = {"bank.requests": {0: request("run", "1.1")}}
     with pytest.raises(Unverifiable, match=r"bank\.requests holds 1: the run was committed"):
-        _named([BatchRun("payroll", 1, 2)], oltp, 0)
-    _named([BatchRun("bank.requests", 0, 0)], oltp, 0)  # named: fine
-    _named([BatchRun("payroll", 1, 2)], {"bank.requests": {}}, 0)  # no OLTP input: fine
+        check_named([BatchRun("payroll", 1, 2)], oltp, 0)
+    check_named([BatchRun("bank.requests", 0, 0)], oltp, 0)  # named: fine
+    check_named([BatchRun("payroll", 1, 2)], {"bank.requests": {}}, 0)  # no OLTP input: fine
 
 
 def test_every_verdict_says_what_it_cannot_see() -> None:
@@ -289,10 +286,10 @@ def test_a_replay_takes_the_hop_parts_where_its_engine_ran_them() -> None:
     assert sorted(unordered.runs) == [0, 1, 3], "by offset; the mark ran nothing"
     events = [order_event(1, 1, 7, 3), order_event(4, 1, 7, 2)]
     order = [BatchRun("sales_events", 1, 1), BatchRun(topic, 1, 2)]
-    ran = list(_ran(order, {"sales_events": {1: events}}, {}, {topic: ordered}))
+    ran = list(ran_in_order(order, {"sales_events": {1: events}}, {}, {topic: ordered}))
     assert [(s, n) for s, n, _ in ran] == [("sales_events", 1), (topic, 1), (topic, 2)]
     tester = _replay(sales(), Settings(), ran)
     assert tester.table("customer_sales") == {(1,): {"orders": 2, "units": 5}}
     assert tester.table("item_sales") == {(7,): {"orders": 3, "units": 10}}, "parts only"
     with pytest.raises(Unverifiable, match="offset 2 ran a part of 'tally'"):
-        list(_ran([BatchRun(topic, 1, 2)], {}, {}, {topic: unordered}))
+        list(ran_in_order([BatchRun(topic, 1, 2)], {}, {}, {topic: unordered}))

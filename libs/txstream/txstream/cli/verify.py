@@ -11,7 +11,7 @@ from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import AppLoadError, load_app
-from txstream.testing.verify import Unverifiable
+from txstream.testing.run_inputs import Unverifiable
 from txstream.testing.verify import verify as run_verify
 
 
