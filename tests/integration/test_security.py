@@ -38,6 +38,7 @@ from txstream.stack.security import PRINCIPALS
 
 ROOT = Path(__file__).parents[2]
 TXSTREAM = str(ROOT / ".venv/bin/txstream")
+SECURITY_GUIDE = ROOT / "docs/guides/security.md"
 SECTION = "## Security: TLS, SCRAM and ACLs"
 
 
@@ -144,14 +145,14 @@ def test_acl_apply_needs_a_secured_cluster(tmp_path: Path) -> None:
 
 
 def security_script() -> str:
-    text = (ROOT / "README.md").read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
+    text = SECURITY_GUIDE.read_text().split(SECTION, 1)[1].split("\n## ", 1)[0]
     blocks = "\n".join(part.split("```", 1)[0] for part in text.split("```sh\n")[1:])
     assert blocks.count("txstream stack up\n") == 1
     return blocks.replace("txstream stack up\n", "")
 
 
-@pytest.mark.skipif(not LONG, reason="a secured stack, as the README runs it (~25 s): make faults")
-def test_the_readme_security_section_runs_as_written(secured: Settings, tmp_path: Path) -> None:
+@pytest.mark.skipif(not LONG, reason="a secured stack, as the guide runs it (~25 s): make faults")
+def test_the_security_guide_runs_as_written(secured: Settings, tmp_path: Path) -> None:
     """The Quickstart's app (its first blocks: files and `describe`, no Kafka), then the
     section's commands against the secured broker, which stands in for `stack up`."""
     quickstart = quickstart_script().split("txstream topics ensure", 1)[0]

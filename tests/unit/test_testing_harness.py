@@ -95,13 +95,14 @@ def test_unknown_names_are_named() -> None:
         t.abort_next("counter")
 
 
-def test_the_readme_example(txstream_tester: Callable[..., AppTester]) -> None:
-    """The example under "Testing procedures without a broker", run as written there."""
-    readme = (Path(__file__).parents[2] / "README.md").read_text()
-    code = readme.split("### Testing procedures without a broker", 1)[1]
+def test_the_guide_example(txstream_tester: Callable[..., AppTester]) -> None:
+    """The example under "Testing procedures without a broker" in docs/guides/writing-an-app.md,
+    run as written there."""
+    guide = (Path(__file__).parents[2] / "docs/guides/writing-an-app.md").read_text()
+    code = guide.split("## Testing procedures without a broker", 1)[1]
     code = code.split("```python\n", 1)[1].split("```", 1)[0]
     scope: dict[str, object] = {"build_app": build_app, "Params": Params}
-    exec(code, scope)  # our own README's example
+    exec(code, scope)  # our own guide's example
     test = scope["test_a_vote_for_a_known_contestant_is_accepted"]
     assert callable(test)
     test(txstream_tester)
