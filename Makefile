@@ -11,7 +11,7 @@ APT_PACKAGES := docker-compose kcat prometheus postgresql openssl graphviz chrom
 MVN := mvn -q -B
 PEERS_VENV := .venv-peers
 
-.PHONY: setup apt venv native kafka-jars spark-jars etl up down status demo test lint unit integration faults bench bench-full peers-venv clean
+.PHONY: setup apt venv native kafka-jars spark-jars etl up down status demo test lint unit integration faults bench bench-full report peers-venv clean
 
 setup: apt venv native kafka-jars spark-jars
 
@@ -109,8 +109,8 @@ test: setup lint
 # rebalances; the order pipeline's and a repartitioned edge's workers SIGKILLed; promised
 # reservations with the coordinator and workers SIGKILLed; the bank run with its
 # coordinator and workers killed; the sequencer killed mid-stream; three brokers with one
-# killed; the broker SIGKILLed under a worker; the ETL on a secured cluster and the
-# README's security section; the native stack with a Spark cluster, and SIGKILLed then
+# killed; the broker SIGKILLed under a worker; the ETL on a secured cluster and
+# docs/guides/security.md; the native stack with a Spark cluster, and SIGKILLed then
 # restarted; a stream's schema changed under the warehouse both ways; and the bank's
 # warehouse loaded every half second beside 2PC load with its driver SIGKILLed three times,
 # beside spanning transfers, and around a held 2PC transfer.
@@ -175,6 +175,12 @@ bench-full: up peers-venv
 	$(BIN)/python bench/transfers_bench.py --accounts 10000 --transfers 20000 --workers 1,2 --batch-sizes 1,10
 	$(BIN)/python bench/hops_bench.py --events 20000 --workers 1,2 --batch-sizes 1,10
 	$(BIN)/python bench/query_bench.py --partitions 8 --accounts 10000 --transfers 20000
+
+# The tables of docs/benchmarks.md that the benchmarks' JSON in docs/figures holds, as markdown
+# (bench/report.py): the Leaderboard's peers, the trigger chains, recovery and the bank. Runs no
+# benchmark; `make bench` or `make bench-full` first writes the JSON anew.
+report: venv
+	$(BIN)/python -m bench.report
 
 clean: down
 	rm -rf .txstream build

@@ -11,7 +11,7 @@ thread does once Kafka has committed them. Nothing is produced. Small groups are
 case (a worker that keeps up commits every 10 ms), large ones the backed-up case.
 
 Prints microseconds per batch (the median of --repeat runs, each on a fresh store) as a
-markdown table for docs/benchmarks.md: the task thread's CPU time, which other load on the
+markdown table for docs/performance-history.md: the task thread's CPU time, which other load on the
 machine stretches less than the wall clock (also shown).
 """
 

@@ -4,7 +4,7 @@
 
 A live worker runs a batch, then waits in `poll` while librdkafka's, the commit thread's
 and the broker's threads run; a backed-up one runs batches back to back. A live batch cost
-the worker about twice a backed-up one in every thread (docs/benchmarks.md, 2026-11-29),
+the worker about twice a backed-up one in every thread (docs/performance-history.md, 2026-11-29),
 and its code path is the same. This runs the engine alone (`engine_bench`'s path, no
 Kafka), and before each batch does one of these, picked at random per batch, so the
 machine's drifts fall on all alike:

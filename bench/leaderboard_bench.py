@@ -3,7 +3,7 @@
     .venv/bin/python bench/leaderboard_bench.py --votes 50000            # end to end, real stack
     .venv/bin/python bench/leaderboard_bench.py --votes 20000 --profile  # in-process, cProfile
 
-Prints a markdown row for docs/benchmarks.md (date, machine, command, figures).
+Prints a markdown row for docs/performance-history.md (date, machine, command, figures).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
 
 The latency target is set at half of a preloaded run's throughput, but a live batch (a
 worker keeping up, committing every 10 ms) cost about twice a backed-up one
-(docs/benchmarks.md, 2026-11-29): this is the figure that must fall for the tail at half
+(docs/performance-history.md, 2026-11-29): this is the figure that must fall for the tail at half
 load to. Each run is the latency
 harness's paced level (`measure_level`: a fresh app and worker, one vote a batch) at one
 offered rate; the worker's threads' CPU is read from /proc over the steady seconds of the

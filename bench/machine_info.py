@@ -34,7 +34,7 @@ def ram_gib() -> float | None:
 # A shared broker holding this many topics or more is crowded: one left with 4,305 topics by
 # earlier runs ran a ZGC cycle every 1-4 s under load instead of every 20-40 s, and the
 # Leaderboard's p99 at 1,700 batches/s was 78-199 ms against 41-64 once they were deleted
-# (docs/benchmarks.md, "The broker's leftover topics", 2026-11-29). Figures from a crowded
+# (docs/performance-history.md, "The broker's leftover topics", 2026-11-29). Figures from a crowded
 # broker are not comparable.
 CROWDED_TOPICS = 500
 

@@ -3,7 +3,7 @@
 The broker is always the session's own, in a private home with free ports, stopped by pid
 at the end, even when a developer's stack is up: tests leave hundreds of topics behind, and
 a dev broker holding thousands ran a collection every few seconds and slowed every later
-benchmark on it (docs/benchmarks.md, "The broker's leftover topics", 2026-11-29).
+benchmark on it (docs/performance-history.md, "The broker's leftover topics", 2026-11-29).
 """
 
 from __future__ import annotations

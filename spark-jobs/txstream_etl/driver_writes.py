@@ -7,7 +7,7 @@ waited for CPU. What is small is written here in milliseconds instead: a mirror'
 (one change per key it touched, computed by Spark), a fact table's micro-batch of a live
 stream (up to `config.DRIVER_ROWS`), the `etl_commits` row and the snapshot row. Each is one
 Delta commit carrying the micro-batch's mark in `userMetadata`, which Spark, delta-rs and
-`epochs.py` read alike (`docs/benchmarks.md`, "Small commits by delta-rs"). A backfill's
+`epochs.py` read alike (`docs/performance-history.md`, "Small commits by delta-rs"). A backfill's
 large fact micro-batches, the quarantine and `etl_held` stay Spark's.
 
 delta-rs commits by creating the next log file only if it does not exist, so its writers

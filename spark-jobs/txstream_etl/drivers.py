@@ -2,7 +2,7 @@
 
 Why: on a local master one driver's JVM runs every query, and the changelog query's three
 MERGEs and snapshot (about 75 Spark jobs per micro-batch) keep both cores busy, so the
-facts' micro-batches wait for CPU, not for task slots (docs/benchmarks.md, "The ETL's
+facts' micro-batches wait for CPU, not for task slots (docs/performance-history.md, "The ETL's
 micro-batches profiled"). In a process of its own under `nice`, the mirrors get the CPU the
 facts leave, so they lag more, and without bound under a load that keeps the CPU busy: an
 option (`etl run --split-drivers`), not the default. Only a local master is split: on a

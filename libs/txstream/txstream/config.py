@@ -62,18 +62,18 @@ class Settings(BaseSettings):
     kafka_libs: Path = project_root() / "build" / "kafka" / "libs"
     # A 2 GB heap with `-XX:-ZProactive` collects once a minute or two instead of every
     # 8-16 s under load, but gave the Leaderboard no lower p99 in alternating runs
-    # (docs/benchmarks.md, 2026-11-29), so the dev broker keeps its RAM small.
+    # (docs/performance-history.md, 2026-11-29), so the dev broker keeps its RAM small.
     kafka_heap: str = "768m"
     # The native stack's broker JVM. ZGC's pauses are under a millisecond; G1's young
     # collections, once per few seconds under load, paused the broker 20-83 ms on two shared
     # cores, and in three paced runs held 106-260 of the 260 slowest batches
-    # (docs/benchmarks.md, 2026-11-28). "" keeps the JVM's defaults.
+    # (docs/performance-history.md, 2026-11-28). "" keeps the JVM's defaults.
     kafka_jvm_options: str = "-XX:+UseZGC"
     # CPUs (a Linux CPU list: "0", "1-3", "0,2") the native broker, and each worker, may run
     # on; "" leaves them to the OS. On one machine, apart, they do not preempt each other
     # (`txstream.cpus`): the Leaderboard's p99 at 3,000 batches/s on two cores went from
     # 108-397 ms to 43-61 with the broker on CPU 0 and the worker on CPU 1. Off by default:
-    # several workers kept to a part of a small machine share it (docs/benchmarks.md).
+    # several workers kept to a part of a small machine share it (docs/performance-history.md).
     kafka_cpus: str = ""
     worker_cpus: str = ""
     # The native stack's broker count: 1, or 3 for a KRaft cluster whose topics have three
@@ -133,9 +133,9 @@ class Settings(BaseSettings):
     spark_jars: Path = project_root() / "build" / "spark" / "jars"
     # The ETL's JVMs, driver and executors: the JIT's first tier only. A streaming ETL is
     # many short jobs, and the second tier's compilations took most of two cores for minutes
-    # (freshness p99 11.4-12.5 s against 4.4-6.2 s, docs/benchmarks.md); the first tier alone
-    # needs the code cache the full JIT would have, or a driver fills it in ~43 s. "" keeps
-    # the JVM's defaults (e.g. a long backfill on big executors). Under `spark-submit` the
+    # (freshness p99 11.4-12.5 s against 4.4-6.2 s, docs/performance-history.md); the first
+    # tier alone needs the code cache the full JIT would have, or a driver fills it in ~43 s.
+    # "" keeps the JVM's defaults (e.g. a long backfill on big executors). Under `spark-submit` the
     # driver's JVM is already running: pass these as its `--driver-java-options`.
     spark_jvm_options: str = "-XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=240m"
     warehouse_uri: str | None = None

@@ -4,7 +4,7 @@ On one machine, a broker and a worker that share every CPU preempt each other: t
 runs the broker's request threads on the core the worker's task thread was using, and the
 batches in hand wait. Kept on CPUs of their own (settings `kafka_cpus`, `worker_cpus`), they
 stand as they would on separate machines; the Leaderboard's p99 at 3,000 batches/s fell from
-108-397 ms to 43-61 (docs/benchmarks.md, 2026-11-28).
+108-397 ms to 43-61 (docs/performance-history.md, 2026-11-28).
 """
 
 from __future__ import annotations

@@ -164,7 +164,7 @@ class GroupCommitter:
         written after it went out wait for one more. With the recovery log, notice, replies
         and aborts sent first, every partition is usually in the first request (1.05 a
         transaction against 1.41), answered while the outputs are still being produced
-        (docs/benchmarks.md, commit path)."""
+        (docs/performance-history.md, commit path)."""
         self._produce_notice(group)
         self._produce_log(group, writes, positions)
         if group.replies or group.results:

@@ -21,12 +21,12 @@ class CommitPolicy:
     `busy_interval_ms` instead. Each commit costs the worker's Python the same fixed work
     whatever its size, so under overload a run of small commits takes that time from the
     engine, which then fills the next group more slowly still: a worker can stay in that
-    state for the first half second of a burst (docs/benchmarks.md, the busy interval). Fewer,
-    larger commits break the loop; with no backlog the interval is `interval_ms`, so the
-    latency of a worker that keeps up is unchanged. A worker on a CPU of its own
-    (`worker_cpus`) did better at 120 ms (median 7,425 against 5,545 batches/s), but with
-    every process anywhere 120 ms ran the 8,000-vote check at 4,640-6,701 against 7,199-
-    10,484 (2026-11-28), so 40 stays the default: set it with `worker_cpus`.
+    state for the first half second of a burst (docs/performance-history.md, the busy
+    interval). Fewer, larger commits break the loop; with no backlog the interval is
+    `interval_ms`, so the latency of a worker that keeps up is unchanged. A worker on a CPU
+    of its own (`worker_cpus`) did better at 120 ms (median 7,425 against 5,545 batches/s),
+    but with every process anywhere 120 ms ran the 8,000-vote check at 4,640-6,701 against
+    7,199-10,484 (2026-11-28), so 40 stays the default: set it with `worker_cpus`.
 
     `CommitPolicy.off()` commits after every input batch and the TEs it triggered.
     """

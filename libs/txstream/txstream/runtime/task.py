@@ -148,7 +148,7 @@ class PartitionTask:
                     self.settings, self.topics.transactional_id(self.partition)
                 ),
                 # Every group ends in a flush, so lingering batches nothing more and costs
-                # the Leaderboard's tail latency (docs/benchmarks.md, commit path).
+                # the Leaderboard's tail latency (docs/performance-history.md, commit path).
                 "linger.ms": 0,
                 "queue.buffering.max.messages": 500_000,
                 "message.max.bytes": self.settings.kafka_max_record_bytes + RECORD_FRAMING,

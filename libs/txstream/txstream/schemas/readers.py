@@ -2,7 +2,7 @@
 
 fastavro's reader walks the schema again for every record: 8-14 µs for an OLTP message of a
 2PC transfer (a request, a vote, an ack), and the coordinator decodes five of them per
-transfer (docs/benchmarks.md, 2026-11-28). A record of scalars, enums, arrays and nested
+transfer (docs/performance-history.md, 2026-11-28). A record of scalars, enums, arrays and nested
 records, nullable or not, is read here by functions worked out once from its schema.
 
 A reader is strict where Avro allows only one reading: a boolean is the byte 0 or 1, an int

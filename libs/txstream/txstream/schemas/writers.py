@@ -2,9 +2,9 @@
 
 fastavro's writer finds each value's type in the schema again on every call: ~8 µs for a
 Leaderboard batch of one tuple and ~3 µs for an empty one, the largest single cost of a batch
-after the procedures, and ~3 µs for each changelog row (docs/benchmarks.md, 2026-11-28). Most
-tuples and rows hold only scalars and nullable scalars, so their writer is a list of field
-functions worked out once from the schema, about twice as fast.
+after the procedures, and ~3 µs for each changelog row (docs/performance-history.md,
+2026-11-28). Most tuples and rows hold only scalars and nullable scalars, so their writer
+is a list of field functions worked out once from the schema, about twice as fast.
 
 A writer takes only the exact Python type its Avro type is written from (an `int` for a long,
 a `str` for a string, ...) and raises otherwise. The caller then writes the record with

@@ -4,7 +4,7 @@ A window's state is one changelog record holding every tuple in it, written at e
 that changed the window. fastavro takes ~3.6 µs a tuple each way, so a Leaderboard window of
 110 tuples cost ~0.4 ms to encode at every commit, and as much to decode after it, however
 few batches the commit held: with the 10 ms commits of a worker that keeps up, that was most
-of its work per commit (docs/benchmarks.md, 2026-11-28). A window moves by a few tuples per
+of its work per commit (docs/performance-history.md, 2026-11-28). A window moves by a few tuples per
 commit, so here each tuple is encoded once, with its decoded form, and both are kept while
 the tuple stays in the window. Avro's binary encoding of a record is its fields' encodings
 in order, and of an array its count, its items and a zero, so the state's record is those
