@@ -11,7 +11,7 @@ APT_PACKAGES := docker-compose kcat prometheus postgresql openssl graphviz chrom
 MVN := mvn -q -B
 PEERS_VENV := .venv-peers
 
-.PHONY: setup apt venv native kafka-jars spark-jars etl up down status demo test lint unit integration faults bench bench-full report peers-venv clean
+.PHONY: setup apt venv native kafka-jars spark-jars etl up down status demo test lint unit integration faults bench bench-full report docs peers-venv clean
 
 setup: apt venv native kafka-jars spark-jars
 
@@ -29,7 +29,7 @@ venv: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -c requirements.lock -e '.[dev,bench,etl]'
+	$(BIN)/pip install -q -c requirements.lock -e '.[dev,bench,etl,docs]'
 	@touch $@
 
 # The hot path's modules compiled by mypyc (txstream/native.py says which, and why a stale
@@ -181,6 +181,12 @@ bench-full: up peers-venv
 # benchmark; `make bench` or `make bench-full` first writes the JSON anew.
 report: venv
 	$(BIN)/python -m bench.report
+
+# The documentation site (mkdocs.yml: docs/ and the API reference from txstream.__all__'s
+# docstrings) into build/site; any warning fails it: a broken link or anchor between the
+# pages, a page left out of the navigation, a docstring mkdocstrings cannot read.
+docs: venv
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 clean: down
 	rm -rf .txstream build
