@@ -152,11 +152,12 @@ def verify(
     every: list[dict[str, dict[Key, Record]]] = []
     if spanning:  # one reference for every partition together
         ran = _merged(runs, spanning)
+        count = len(ran)  # each spanning batch once
         committed = committed_tables(settings, state_codec, topics.changelog, partitions)
         owner = partial(partition_of, partitions=partitions)
         found = _first_difference(app, settings, ran, committed, owner)
         if found is not None:
-            return Verdict(partitions, len(ran), found, unseen=unseen(app))
+            return Verdict(partitions, count, found, unseen=unseen(app))
         every.append(committed)
     else:
         for p, ran in enumerate(runs):
