@@ -58,7 +58,13 @@ class TableView:
             ctx._guard(self._name, k)
         return read(ctx.ws, ctx.base, self._name, k, self._copy)
 
-    def put(self, key: Key | int | str, value: Record) -> None:
+    def put(self, key: Key | int | str | Record, value: Record | None = None) -> None:
+        """Write a row whole: `put(key, row)`, or `put(row)` with the key taken from the
+        row's fields that the table's `key=` names."""
+        if value is None:
+            value, key = self._keyed(key)
+        elif isinstance(key, dict):
+            raise TypeError(f"table {self._name!r}: put(key, row) takes a key, not a row")
         k = key if isinstance(key, tuple) else (key,)
         ctx, name = self._ctx, self._name
         if ctx._guard is not None:
@@ -74,6 +80,21 @@ class TableView:
             formulas.unpin(ws, name, k)
         if name in ctx._insert_triggers:
             ctx.fire_insert(name, value)
+
+    def _keyed(self, row: object) -> tuple[Record, Key]:
+        """`put(row)`'s row and the key its fields give."""
+        fields = self._table.key
+        if not isinstance(row, dict):
+            raise TypeError(f"table {self._name!r}: put(row) takes a row (a dict), or put(key, "
+                            f"row); got {type(row).__name__}")  # fmt: skip
+        if not fields:
+            raise TypeError(f"table {self._name!r} declares no key= fields: put(key, row)")
+        names = [f for f, _ in fields]
+        missing = [f for f in names if f not in row]
+        if missing:
+            why = f"table {self._name!r}: put(row) needs the key fields {names}; no {missing}"
+            raise TxnAbort("bad_row", why)
+        return row, tuple(row[f] for f in names)
 
     def delete(self, key: Key | int | str) -> None:
         k = as_key(key)
