@@ -23,17 +23,24 @@ from txstream.cpus import parse_cpus
 
 def default_schema_dir() -> Path:
     """The checkout's `schemas/`; in an installed wheel, the copy packaged with txstream
-    (`txstream/avro`, a link to `schemas/` in the checkout)."""
-    checkout = project_root() / "schemas"
-    return checkout if checkout.is_dir() else Path(__file__).with_name("avro")
+    (`txstream/avro`, a link to `schemas/` in the checkout). Never the working directory's
+    `schemas/`, which is the user's own."""
+    root = checkout()
+    if root is not None and (root / "schemas").is_dir():
+        return root / "schemas"
+    return Path(__file__).with_name("avro")
 
 
 def project_root() -> Path:
-    """The checkout that holds `schemas/` and the Makefile.
+    """The checkout that holds `schemas/` and the Makefile, or else the working directory
+    (an installed wheel's home for its state)."""
+    return checkout() or Path.cwd()
 
-    An editable install keeps the package inside the checkout, so walking up from this file
-    finds it; `TXSTREAM_ROOT` overrides that for installed copies (e.g. container images).
-    """
+
+def checkout() -> Path | None:
+    """The checkout txstream runs from, if any: an editable install keeps the package
+    inside it, so walking up from this file finds it; `TXSTREAM_ROOT` names one for
+    installed copies (e.g. container images)."""
     env = os.environ.get("TXSTREAM_ROOT")
     if env:
         return Path(env).resolve()
@@ -41,7 +48,7 @@ def project_root() -> Path:
     for parent in here.parents:
         if (parent / "schemas").is_dir() and (parent / "pyproject.toml").is_file():
             return parent
-    return Path.cwd()
+    return None
 
 
 def _config_file() -> Path:
