@@ -27,9 +27,9 @@ apt:
 
 venv: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml requirements.lock
+$(VENV)/.installed: pyproject.toml apps/pyproject.toml requirements.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install -q -c requirements.lock -e '.[dev,bench,etl,docs]'
+	$(BIN)/pip install -q -c requirements.lock -e '.[dev,bench,etl,docs]' -e apps
 	@touch $@
 
 # The hot path's modules compiled by mypyc (txstream/native.py says which, and why a stale

@@ -1,9 +1,11 @@
-"""The README's Quickstart, run as written, on the real broker.
+"""The README's Quickstart, run as written, on the real broker: from this checkout's venv,
+and from txstream's wheel installed in a fresh one.
 
 The shell blocks of the section are run in order by one bash (`set -euo pipefail`), in a
-fresh folder beside a link to this checkout's `.venv`, so `$PWD/.venv/bin` resolves as it
-does in a checkout. One line is left out: `txstream stack up`, whose broker the test's own
-stands in for (named by TXSTREAM_KAFKA_BOOTSTRAP, with a private TXSTREAM_HOME).
+fresh folder beside a link named `.venv` (to this checkout's, or to the wheel's venv), so
+`$PWD/.venv/bin` resolves as it does in a checkout. One line is left out: `txstream stack
+up`, whose broker the test's own stands in for (named by TXSTREAM_KAFKA_BOOTSTRAP, with a
+private TXSTREAM_HOME).
 """
 
 from __future__ import annotations
@@ -15,7 +17,10 @@ import signal
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import KafkaEnv
+from tests.wheel_venv import build_wheel, venv_with
 from txstream.kafka.admin import TopicAdmin
 
 ROOT = Path(__file__).parents[2]
@@ -49,10 +54,20 @@ def run_shell(script: str, cwd: Path, env: dict[str, str]) -> tuple[int, str]:
     return shell.returncode, out
 
 
-def test_the_readme_quickstart_runs_as_written(kafka: KafkaEnv, tmp_path: Path) -> None:
+@pytest.mark.parametrize("installed", ["checkout", "wheel"])
+def test_the_readme_quickstart_runs_as_written(
+    kafka: KafkaEnv, tmp_path: Path, installed: str
+) -> None:
     admin = TopicAdmin(kafka.settings)
     admin.delete_topics([t for t in admin.list_topics() if t.startswith("clicks.")])
-    (tmp_path / ".venv").symlink_to(ROOT / ".venv")
+    if installed == "wheel":
+        built = tmp_path / "wheel"
+        built.mkdir()
+        venv = built / "venv"
+        venv_with(build_wheel(built), venv)
+        (tmp_path / ".venv").symlink_to(venv)
+    else:
+        (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     env = {
         **os.environ,
         "TXSTREAM_KAFKA_BOOTSTRAP": kafka.bootstrap,

@@ -66,6 +66,11 @@ app.add_typer(supervise.app)  # merged: `txstream supervise`
 
 # Services and applications add their own command groups (`txstream worker`,
 # `txstream leaderboard`) through the `txstream.commands` entry point group, so the
-# library never imports them.
+# library never imports them. One whose module cannot be imported (a distribution removed
+# but for its metadata, say) is left out, named on stderr: the other commands still work.
 for ep in entry_points(group="txstream.commands"):
-    app.add_typer(ep.load(), name=ep.name)
+    try:
+        app.add_typer(ep.load(), name=ep.name)
+    except ImportError as e:
+        print(f"txstream: command {ep.name!r} left out: {ep.value} cannot be imported ({e})",
+              file=sys.stderr)  # fmt: skip
