@@ -89,16 +89,15 @@ unit: venv
 	$(BIN)/pytest -q tests/unit
 
 integration: setup
-	$(BIN)/pytest -q tests/integration
+	$(BIN)/pytest -q -m "not slow" tests/integration
 
 # The suite runs the compiled hot path (`make native`); its modules' own unit tests run
 # from source too, as the wheel's users run them.
-NATIVE_UNIT_TESTS = $(wildcard tests/unit/test_engine*.py tests/unit/test_committed_state.py \
-  tests/unit/test_record_limit.py tests/unit/test_hops.py tests/unit/test_schema_*.py \
-  tests/unit/test_state_*.py tests/unit/test_window*.py)
+NATIVE_UNIT_TESTS = $(wildcard tests/unit/engine/test_engine*.py tests/unit/engine/test_record_limit.py \
+  tests/unit/engine/test_hops.py tests/unit/engine/test_windows.py tests/unit/state tests/unit/schemas)
 
 test: setup lint
-	$(BIN)/pytest -q -ra --durations=12 tests
+	$(BIN)/pytest -q -ra --durations=12 -m "not slow" tests
 	TXSTREAM_NATIVE=0 $(BIN)/pytest -q $(NATIVE_UNIT_TESTS)
 
 # The fault suite at full length: more votes, more kills, three seeds per case, every
@@ -119,11 +118,7 @@ test: setup lint
 # seeds and the spanning-procedure simulation at 3,000 (a failing one says how to rerun it
 # alone: TXSTREAM_SIM_SEED=<seed>).
 faults: setup
-	TXSTREAM_FAULTS=long $(BIN)/pytest -q -ra tests/faults tests/property tests/simulation \
-	  $(LONG_TESTS)
-
-# Every other test file that runs longer, or only, under TXSTREAM_FAULTS=long.
-LONG_TESTS = $(shell grep -rlE 'tests\.faults\.scale|TXSTREAM_FAULTS' tests/e2e tests/integration | sort)
+	TXSTREAM_FAULTS=long $(BIN)/pytest -q -ra -m "faults or slow" tests
 
 # Quix Streams, a peer in the leaderboard benchmark, pins confluent-kafka < 2.13: its own venv.
 peers-venv: $(PEERS_VENV)/.installed

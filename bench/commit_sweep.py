@@ -36,7 +36,7 @@ from bench.leaderboard_peers.topics import delete_topics_with
 from bench.machine_info import machine, machine_text
 from leaderboard.dataflow import Params
 from leaderboard.votegen import write_votes_file
-from tests.reference.leaderboard_ref import run_reference
+from tests.support.reference.leaderboard_ref import run_reference
 from txstream.config import Settings
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -56,7 +56,7 @@ from txstream.runtime.task import PartitionTask
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # for the serial references in tests/reference
-from tests.reference.chain_ref import chain_totals  # noqa: E402
+from tests.support.reference.chain_ref import chain_totals  # noqa: E402
 
 SEED = 1
 console = Console(stderr=True)

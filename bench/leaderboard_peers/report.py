@@ -48,7 +48,7 @@ def markdown(results: Sequence[Measured], meta: dict[str, Any]) -> str:
         f"Date: {meta['date']}. Machine: {meta['machine_text']}. Command: `{meta['command']}`.",
         f"CPUs: {meta.get('cpus', 'not recorded')}.",
         f"Votes: {meta['votes']:,} ({meta['params']}), the same file for every system; "
-        "reference: `tests/reference/leaderboard_ref.py`.",
+        "reference: `tests/support/reference/leaderboard_ref.py`.",
         "",
         "| system | batches/s | ratio to txstream | result | guarantees | clock |",
         "|---|---:|---:|---|---|---|",

@@ -48,7 +48,7 @@ from bench.leaderboard_peers.topics import delete_topics_with
 from bench.machine_info import crowded_warning, machine, machine_text
 from leaderboard.dataflow import Params
 from leaderboard.votegen import write_votes_file
-from tests.reference.leaderboard_ref import run_reference
+from tests.support.reference.leaderboard_ref import run_reference
 from txstream.config import Settings
 from txstream.cpus import cpu_text
 from txstream.stack.broker import KafkaBroker

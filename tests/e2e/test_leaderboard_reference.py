@@ -10,10 +10,12 @@ from pathlib import Path
 import pytest
 
 from leaderboard.votegen import write_votes_file
-from tests.conftest import KafkaEnv
-from tests.faults.scale import cases
-from tests.reference.leaderboard_ref import run_reference
+from tests.support.kafka_env import KafkaEnv
+from tests.support.reference.leaderboard_ref import run_reference
+from tests.support.scale import cases
 from txstream.config import project_root
+
+pytestmark = pytest.mark.faults
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 

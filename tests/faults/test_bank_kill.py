@@ -14,19 +14,19 @@ from pathlib import Path
 import pytest
 
 from bank.run import BankConfig, BankRun
-from tests.conftest import KafkaEnv
-from tests.faults.bank_checks import check_end_state
-from tests.faults.scale import LONG, scaled, seeds
-from tests.integration.sequencer_driver import unique
+from tests.support.bank_checks import check_end_state
+from tests.support.kafka_env import KafkaEnv
+from tests.support.scale import scaled, seeds
+from tests.support.sequencer_driver import unique
 from txstream.config import Settings
 from txstream.pids import is_alive
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 ACCOUNTS, TRANSFERS, KILLS = scaled(1000, 5000), scaled(1500, 8000), scaled(3, 6)
 
 
-@pytest.mark.skipif(not LONG, reason="coordinator and workers killed (~60 s): runs in make faults")
+@pytest.mark.slow  # coordinator and workers killed (~60 s): runs in make faults
 @pytest.mark.parametrize("seed", seeds([1], [1, 2, 3]))
 def test_bank_run_conserves_money_across_kills(kafka: KafkaEnv, tmp_path: Path, seed: int) -> None:
     settings = Settings(home=tmp_path / "home", kafka_bootstrap=kafka.bootstrap)

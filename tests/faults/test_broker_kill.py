@@ -15,18 +15,20 @@ from pathlib import Path
 import pytest
 
 from leaderboard.commits import wait_for_batches
-from tests.conftest import private_settings
-from tests.faults.scale import LONG, scaled, seeds
-from tests.faults.worker_run import LeaderboardWorker
+from tests.support.kafka_env import private_settings
+from tests.support.scale import scaled, seeds
+from tests.support.worker_run import LeaderboardWorker
 from txstream.config import Settings
 from txstream.model.declarations import RecoveryMode
 from txstream.stack.broker import BrokerError, KafkaBroker
 from txstream.stack.process import wait_exit
 
+pytestmark = pytest.mark.kafka
+
 VOTES = scaled(4000, 12_000)
 
 
-@pytest.mark.skipif(not LONG, reason="a private broker SIGKILLed (~40 s): runs in make faults")
+@pytest.mark.slow  # a private broker SIGKILLed (~40 s): runs in make faults
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("seed", seeds([31], [31, 32, 33]))
 def test_sigkilled_broker_comes_back_and_nothing_is_lost_or_duplicated(

@@ -23,16 +23,18 @@ from pathlib import Path
 import pytest
 
 from bank.dataflow import INITIAL_BALANCE
-from tests.conftest import cluster_settings
-from tests.faults.chaos import Chaos, sigkill
-from tests.faults.scale import LONG, scaled, seeds
-from tests.integration.bank_cluster import BankCluster, assert_each_decided_once
+from tests.support.bank_cluster import BankCluster, assert_each_decided_once
+from tests.support.chaos import Chaos, sigkill
+from tests.support.kafka_env import cluster_settings
+from tests.support.scale import scaled, seeds
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
 from txstream.kafka.routing import partition_of
 from txstream.oltp.messages import TxnResult
 from txstream.stack.cluster import KafkaCluster
 from txstream.stack.supervisor import Policy, Supervised
+
+pytestmark = pytest.mark.kafka
 
 KILLS = scaled(2, 5)  # of each kind: broker SIGKILL/SIGSTOP, worker and coordinator SIGKILL
 PARTITIONS, WORKERS, ACCOUNTS, IN_FLIGHT = 4, 2, 200, 8
@@ -169,7 +171,7 @@ class BankChaos(Chaos):
         self.wait(lambda: Roles.takeovers(standby) > took, "the standby to take over", 120)
 
 
-@pytest.mark.skipif(not LONG, reason="three brokers and ~20 faults: runs in make faults")
+@pytest.mark.slow  # three brokers and ~20 faults: runs in make faults
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", seeds([7], [7]))
 def test_bank_conserves_money_with_brokers_workers_and_coordinators_killed(

@@ -16,14 +16,16 @@ import pytest
 
 from leaderboard.commits import wait_for_batches
 from leaderboard.votes_file import validate_votes_file
-from tests.conftest import cluster_settings
-from tests.faults.chaos import Chaos, sigkill
-from tests.faults.scale import LONG, scaled, seeds
-from tests.faults.worker_run import LeaderboardWorker
+from tests.support.chaos import Chaos, sigkill
+from tests.support.kafka_env import cluster_settings
+from tests.support.scale import scaled, seeds
+from tests.support.worker_run import LeaderboardWorker
 from txstream.config import Settings
 from txstream.model.declarations import RecoveryMode
 from txstream.stack.cluster import KafkaCluster
 from txstream.stack.supervisor import Supervised
+
+pytestmark = pytest.mark.kafka
 
 KILLS = scaled(2, 5)  # of each kind: broker SIGKILL, broker SIGSTOP, worker SIGKILL
 VOTES = scaled(6_000, 20_000)
@@ -56,7 +58,7 @@ class WorkerChaos(Chaos):
         return self.log.read_text(errors="replace").count("recovered p0:")
 
 
-@pytest.mark.skipif(not LONG, reason="three brokers and ~10 faults: runs in make faults")
+@pytest.mark.slow  # three brokers and ~10 faults: runs in make faults
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", seeds([41], [41, 42, 43]))
 def test_brokers_and_worker_killed_on_a_three_broker_cluster(

@@ -14,16 +14,18 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import cluster_settings
-from tests.faults.chaos import Chaos, sigkill
-from tests.faults.scale import LONG, scaled, seeds
-from tests.faults.sequencer_checks import SCHEMA, check_exactly_once, wait_all_sealed
-from tests.integration.sequencer_driver import produce_events, unique, write_config
+from tests.support.chaos import Chaos, sigkill
+from tests.support.kafka_env import cluster_settings
+from tests.support.scale import scaled, seeds
+from tests.support.sequencer_checks import SCHEMA, check_exactly_once, wait_all_sealed
+from tests.support.sequencer_driver import produce_events, unique, write_config
 from txstream.config import Settings, project_root
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.topics import AppTopics
 from txstream.stack.cluster import KafkaCluster
 from txstream.stack.supervisor import Policy, Supervised
+
+pytestmark = pytest.mark.kafka
 
 KILLS = scaled(2, 5)  # of each kind: broker SIGKILL, broker SIGSTOP, sequencer SIGKILL
 BATCHES, PER_BATCH, LANES, CHUNKS = 5000, 4, 2, 200
@@ -47,7 +49,7 @@ class SequencerChaos(Chaos):
         return self.log.read_text(errors="replace").count("resuming") if self.log.exists() else 0
 
 
-@pytest.mark.skipif(not LONG, reason="three brokers and ~15 faults: runs in make faults")
+@pytest.mark.slow  # three brokers and ~15 faults: runs in make faults
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", seeds([23], [23]))
 def test_sequencer_loses_and_duplicates_nothing_on_a_three_broker_cluster(

@@ -15,9 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KafkaEnv
-from tests.faults.scale import LONG
-from tests.integration.bank_cluster import BankCluster, assert_each_decided_once, wait_for_text
 from tests.integration.test_coordinator_standby import (
     WAIT_S,
     Load,
@@ -25,13 +22,15 @@ from tests.integration.test_coordinator_standby import (
     poll,
     serve_with_standby,
 )
+from tests.support.bank_cluster import BankCluster, assert_each_decided_once, wait_for_text
+from tests.support.kafka_env import KafkaEnv
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 FREEZE_AT = 20  # the 20th of the first coordinator's transactions that carry decisions
 
 
-@pytest.mark.skipif(not LONG, reason="a coordinator frozen past its session (~30 s): make faults")
+@pytest.mark.slow  # a coordinator frozen past its session (~30 s): make faults
 def test_a_coordinator_frozen_before_a_decision_wakes_fenced(
     kafka: KafkaEnv, tmp_path: Path
 ) -> None:

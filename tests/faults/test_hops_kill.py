@@ -10,9 +10,9 @@ import pytest
 
 from orders.sales import from_params, reference
 from orders.sales_run import SalesRun, by_item, sales_events
-from tests.conftest import KafkaEnv
-from tests.faults.killer import Killer, kill_leftovers
-from tests.faults.scale import LONG, seeds
+from tests.support.kafka_env import KafkaEnv
+from tests.support.killer import Killer, kill_leftovers
+from tests.support.scale import seeds
 from txstream.kafka.routing import partition_of
 from txstream.testing.verify import verify
 
@@ -22,7 +22,7 @@ EVENTS = 6_000
 SLICE = EVENTS // 40
 
 
-@pytest.mark.skipif(not LONG, reason="two workers killed six times: runs in make faults")
+@pytest.mark.slow  # two workers killed six times: runs in make faults
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", seeds([41], [41, 42, 43]))
 def test_sigkilled_workers_give_the_serial_reference(

@@ -30,9 +30,9 @@ import pytest
 
 from inventory import workload
 from inventory.dataflow import from_params
-from tests.conftest import KafkaEnv
-from tests.faults.scale import seeds
-from tests.integration.inventory_cluster import InventoryCluster, KillSchedule
+from tests.support.inventory_cluster import InventoryCluster, KillSchedule
+from tests.support.kafka_env import KafkaEnv
+from tests.support.scale import seeds
 from txstream.client import TxClient, fragment
 from txstream.kafka.routing import partition_of
 from txstream.oltp.messages import TxnResult

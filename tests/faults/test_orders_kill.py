@@ -15,9 +15,9 @@ import pytest
 from orders.files import Shop
 from orders.gen import generate
 from orders.reference import run as reference
-from tests.conftest import KafkaEnv
-from tests.faults.killer import Killer, kill_leftovers
-from tests.faults.scale import LONG, seeds
+from tests.support.kafka_env import KafkaEnv
+from tests.support.killer import Killer, kill_leftovers
+from tests.support.scale import seeds
 from txstream.config import project_root
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
@@ -26,7 +26,7 @@ EVENTS = 8_000
 RUNS = [(2, seed) for seed in seeds([31], [31, 32, 33])] + [(1, 41), (4, 51)]
 
 
-@pytest.mark.skipif(not LONG, reason="workers killed six times a run: runs in make faults")
+@pytest.mark.slow  # workers killed six times a run: runs in make faults
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize(("workers", "seed"), RUNS)
 def test_sigkilled_workers_give_the_serial_reference(

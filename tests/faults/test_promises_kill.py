@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from inventory import workload
-from tests.conftest import KafkaEnv
-from tests.faults.scale import LONG, seeds
-from tests.integration.inventory_cluster import InventoryCluster, KillSchedule
+from tests.support.inventory_cluster import InventoryCluster, KillSchedule
+from tests.support.kafka_env import KafkaEnv
+from tests.support.scale import seeds
 
 ITEMS, SITES, STOCK = 4, 8, 60
 RESERVATIONS = 600  # in make faults only, so at its full length
@@ -27,7 +27,7 @@ KILLS = 6
 STATUS_S = 180.0  # a promise's final status waits out a restart (a rebalance, a takeover)
 
 
-@pytest.mark.skipif(not LONG, reason="a coordinator and workers killed (~30 s): make faults")
+@pytest.mark.slow  # a coordinator and workers killed (~30 s): make faults
 @pytest.mark.parametrize("seed", seeds([5, 6, 7], [5, 6, 7]))
 def test_every_promise_ends_once_and_nothing_is_oversold_across_kills(
     kafka: KafkaEnv, tmp_path: Path, seed: int

@@ -25,17 +25,17 @@ from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
 from bank.run import BankConfig, BankReport, BankRun
-from tests.conftest import KafkaEnv
-from tests.faults.bank_checks import check_end_state
-from tests.faults.scale import LONG, seeds
-from tests.integration.sequencer_driver import unique
+from tests.support.bank_checks import check_end_state
+from tests.support.kafka_env import KafkaEnv
+from tests.support.scale import seeds
+from tests.support.sequencer_driver import unique
 from txstream.config import Settings
 from txstream.kafka.clients import common_config
 from txstream.stack.supervisor import Policy, Supervised
 
 pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(not LONG, reason="three rebalances, each a session timeout: make faults"),
+    pytest.mark.kafka,
+    pytest.mark.slow,  # three rebalances, each a session timeout: make faults
 ]
 
 # Enough transfers that the run outlasts the rounds (each waits out a session timeout).

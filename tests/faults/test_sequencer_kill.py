@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import KafkaEnv
-from tests.faults.killer import Killer
-from tests.faults.scale import LONG, cases, scaled
-from tests.faults.sequencer_checks import SCHEMA, check_exactly_once, wait_all_sealed
-from tests.integration.sequencer_driver import produce_events, unique, write_config
+from tests.support.kafka_env import KafkaEnv
+from tests.support.killer import Killer
+from tests.support.scale import cases, scaled
+from tests.support.sequencer_checks import SCHEMA, check_exactly_once, wait_all_sealed
+from tests.support.sequencer_driver import produce_events, unique, write_config
 from txstream.config import Settings, project_root
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.topics import AppTopics
@@ -37,7 +37,7 @@ def events(with_ids: bool) -> list[dict[str, Any]]:
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.skipif(not LONG, reason="a sequencer killed mid-stream (~50 s): runs in make faults")
+@pytest.mark.slow  # a sequencer killed mid-stream (~50 s): runs in make faults
 @pytest.mark.parametrize("ids", cases(["client"], ["client", "policy"]))
 def test_sigkilled_sequencer_loses_and_duplicates_nothing(
     kafka: KafkaEnv, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, ids: str

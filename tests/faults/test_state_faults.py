@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KafkaEnv
-from tests.faults.scale import cases, scaled, seeds
-from tests.faults.worker_run import LeaderboardWorker
+from tests.support.kafka_env import KafkaEnv
+from tests.support.scale import cases, scaled, seeds
+from tests.support.worker_run import LeaderboardWorker
 from txstream.config import Settings
 from txstream.model.declarations import RecoveryMode
 

@@ -16,11 +16,11 @@ from typing import Any
 import pytest
 
 from leaderboard.votegen import write_votes_file
-from tests.conftest import KafkaEnv
-from tests.faults.killer import Killer, kill_leftovers
-from tests.faults.scale import LONG, cases, scaled, seeds
-from tests.kafka_reads import read_to_end
-from tests.reference.leaderboard_ref import run_reference
+from tests.support.kafka_env import KafkaEnv
+from tests.support.kafka_reads import read_to_end
+from tests.support.killer import Killer, kill_leftovers
+from tests.support.reference.leaderboard_ref import run_reference
+from tests.support.scale import cases, scaled, seeds
 from txstream.config import Settings, project_root
 from txstream.model.declarations import RecoveryMode
 from txstream.recovery.command_log import CommandLogCodec
@@ -42,7 +42,7 @@ def read_all(settings: Settings, topic: str) -> list[bytes]:
     return [value for _, value in read_to_end(settings, topic)]
 
 
-@pytest.mark.skipif(not LONG, reason="a worker SIGKILLed mid-run (~60 s): runs in make faults")
+@pytest.mark.slow  # a worker SIGKILLed mid-run (~60 s): runs in make faults
 @pytest.mark.timeout(900)
 @pytest.mark.parametrize("seed", seeds([11], [11, 12, 13]))
 @pytest.mark.parametrize("mode", cases([RecoveryMode.STRONG], list(RecoveryMode)), ids=str)

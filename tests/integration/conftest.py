@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KafkaEnv, free_port
+from tests.support.kafka_env import KafkaEnv, free_port
 from txstream.config import Settings
 from txstream.stack.prometheus import PrometheusServer
 

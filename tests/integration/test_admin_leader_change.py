@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import private_settings
+from tests.support.kafka_env import private_settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.stack.broker import KafkaBroker
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 
 def test_offsets_are_listed_again_after_the_leader_changed(tmp_path: Path) -> None:

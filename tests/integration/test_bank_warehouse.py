@@ -35,15 +35,14 @@ from deltalake.exceptions import TableNotFoundError
 
 from bank.stream_transfers import build_app as build_transfers
 from orders.commits import CommitWatch
-from tests.conftest import KafkaEnv
-from tests.faults.killer import kill_leftovers
-from tests.faults.scale import LONG
-from tests.integration.bank_cluster import BankCluster
-from tests.integration.openings import send_broadcast, send_openings
-from tests.integration.spark_jvms import gone
-from tests.service_process import ServiceProcess
-from tests.simulation.spanning import random_transfers
 from tests.simulation.test_spanning import serial_transfers
+from tests.support.bank_cluster import BankCluster
+from tests.support.kafka_env import KafkaEnv
+from tests.support.killer import kill_leftovers
+from tests.support.openings import send_broadcast, send_openings
+from tests.support.service_process import ServiceProcess
+from tests.support.simulation.spanning import random_transfers
+from tests.support.spark_jvms import gone
 from txstream.client import fragment
 from txstream.commit.markers import COMMIT_END_HEADER
 from txstream.config import Settings, project_root
@@ -60,7 +59,7 @@ from txstream.state.keys import decode_key
 from txstream_etl.epochs import NoSuchEpoch, tables_at
 from txstream_etl.tables import ETL_COMMITS_TABLE, HELD_TABLE, table_path
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.faults]
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 KILLED = -signal.SIGKILL
@@ -172,7 +171,7 @@ def commits_end_marked(cluster: BankCluster) -> None:
         assert COMMIT_END_HEADER in dict(msgs[-1].headers() or []), f"partition {p}"
 
 
-@pytest.mark.skipif(not LONG, reason="two Spark runs beside a held 2PC transfer (~2 min): faults")
+@pytest.mark.slow  # two Spark runs beside a held 2PC transfer (~2 min): faults
 @pytest.mark.timeout(900)
 def test_a_2pc_transfer_lands_in_the_warehouse_on_both_partitions_at_once(
     cluster: BankCluster, tmp_path: Path
@@ -211,7 +210,7 @@ def test_a_2pc_transfer_lands_in_the_warehouse_on_both_partitions_at_once(
         assert sum(warehouse.balances(n).values()) == total, n
 
 
-@pytest.mark.skipif(not LONG, reason="a streaming ETL beside 2PC load (~5 min): make faults")
+@pytest.mark.slow  # a streaming ETL beside 2PC load (~5 min): make faults
 @pytest.mark.timeout(1200)
 def test_every_epoch_of_a_streaming_load_holds_the_money_the_engines_hold(
     cluster: BankCluster, tmp_path: Path
@@ -347,7 +346,7 @@ def _caught_up(warehouse: Warehouse, engines: dict[int, int]) -> bool:
         return False
 
 
-@pytest.mark.skipif(not LONG, reason="a streaming ETL beside spanning transfers (~3 min): faults")
+@pytest.mark.slow  # a streaming ETL beside spanning transfers (~3 min): faults
 @pytest.mark.timeout(900)
 def test_every_epoch_holds_the_money_of_spanning_transfers(kafka: KafkaEnv, tmp_path: Path) -> None:
     """TSpoon's transfers as a spanning procedure (`bank.stream_transfers`): each batch

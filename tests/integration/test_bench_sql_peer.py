@@ -14,9 +14,9 @@ from bench.leaderboard_peers.postgres import private_cluster
 from bench.leaderboard_peers.sql_leaderboard import CLAIM
 from leaderboard.dataflow import Params
 from leaderboard.votegen import write_votes_file
-from tests.reference.leaderboard_ref import run_reference
+from tests.support.reference.leaderboard_ref import run_reference
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 
 def test_sql_procedures_equal_the_reference_and_offsets_are_claimed_once(tmp_path: Path) -> None:

@@ -17,8 +17,8 @@ import pytest
 from confluent_kafka import Producer
 from typer.testing import CliRunner, Result
 
-from tests.conftest import KafkaEnv, free_port
-from tests.kafka_reads import read_to_end, read_until
+from tests.support.kafka_env import KafkaEnv, free_port
+from tests.support.kafka_reads import read_to_end, read_until
 from txstream.cli.main import app
 from txstream.config import Settings, default_schema_dir
 from txstream.kafka.admin import (
@@ -36,7 +36,7 @@ from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 TIMEOUT_S = 30.0
 TXSTREAM = str(Path(sys.executable).parent / "txstream")

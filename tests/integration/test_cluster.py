@@ -17,15 +17,16 @@ from pathlib import Path
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import cluster_settings, free_port
-from tests.faults.scale import LONG
 from tests.integration.test_stack import processes_of
-from tests.kafka_reads import read_to_end
+from tests.support.kafka_env import cluster_settings, free_port
+from tests.support.kafka_reads import read_to_end
 from txstream.config import Settings, project_root
 from txstream.kafka.admin import TopicAdmin, TopicDescription, TopicNotFoundError
 from txstream.kafka.clients import transactional_producer_config
 from txstream.pids import is_alive
 from txstream.stack.process import wait_exit
+
+pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 
@@ -71,7 +72,7 @@ def commit_values(settings: Settings, topic: str, values: list[bytes]) -> None:
     producer.commit_transaction(60)
 
 
-@pytest.mark.skipif(not LONG, reason="three brokers, one killed (~40 s): runs in make faults")
+@pytest.mark.slow  # three brokers, one killed (~40 s): runs in make faults
 @pytest.mark.timeout(600)
 def test_three_brokers_replicate_and_commit_with_one_killed(tmp_path: Path) -> None:
     settings = cluster_settings(tmp_path / "home")

@@ -19,7 +19,7 @@ from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark import SparkContext
 from pyspark.sql import SparkSession
 
-from tests.conftest import KafkaEnv
+from tests.support.kafka_env import KafkaEnv
 from txstream.commit.markers import COMMIT_END_HEADER
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import send, transactional_producer_config
@@ -33,6 +33,8 @@ from txstream_etl.plan import Plan, RawSource
 from txstream_etl.session import spark_session
 from txstream_etl.spark_rows import fact_rows
 from txstream_etl.tables import FactTable, arrow_schema
+
+pytestmark = pytest.mark.spark
 
 VOTES = FactTable(
     "votes", "vote_id BIGINT, state STRING, weight DOUBLE, ok BOOLEAN, n INT, note STRING"

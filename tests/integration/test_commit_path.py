@@ -10,10 +10,10 @@ import pytest
 from leaderboard.dataflow import Params
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
-from tests.conftest import KafkaEnv, private_settings
-from tests.integration.leaderboard_driver import drive, load_inputs, new_app
-from tests.kafka_reads import read_to_end
-from tests.reference.leaderboard_ref import run_reference
+from tests.support.kafka_env import KafkaEnv, private_settings
+from tests.support.kafka_reads import read_to_end
+from tests.support.leaderboard_driver import drive, load_inputs, new_app
+from tests.support.reference.leaderboard_ref import run_reference
 from txstream.commit.group_commit import CommitError
 from txstream.config import Settings
 from txstream.runtime.task import PartitionTask

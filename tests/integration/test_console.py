@@ -26,11 +26,11 @@ from leaderboard.dataflow import Params
 from leaderboard.loader import Loader
 from leaderboard.votegen import write_votes_file
 from leaderboard.votes_file import VoteBatch, iter_batches
-from tests.conftest import free_port
-from tests.integration.leaderboard_driver import new_app
-from tests.integration.panels import addresses, wait_until_scraped, wait_until_serving
 from tests.integration.test_dashboards import all_alive
-from tests.service_process import ServiceProcess
+from tests.support.kafka_env import free_port
+from tests.support.leaderboard_driver import new_app
+from tests.support.panels import addresses, wait_until_scraped, wait_until_serving
+from tests.support.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.clients import idempotent_producer_config, send
 from txstream.kafka.topics import AppTopics
@@ -40,7 +40,7 @@ from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.prometheus import PrometheusServer
 from txstream.state.codec import StateCodec
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.kafka, pytest.mark.browser]
 
 CHROMIUM = "/usr/bin/chromium"  # Debian's package (make setup installs it)
 PARAMS = Params(contestants=12, threshold=150, window=20, slide=2)

@@ -22,11 +22,11 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bank.dataflow import INITIAL_BALANCE, build_app
-from tests.conftest import KafkaEnv
-from tests.integration.bank_cluster import BankCluster, assert_each_decided_once, wait_for_text
-from tests.integration.sequencer_driver import unique
-from tests.kafka_reads import read_to_end
-from tests.service_process import ServiceProcess
+from tests.support.bank_cluster import BankCluster, assert_each_decided_once, wait_for_text
+from tests.support.kafka_env import KafkaEnv
+from tests.support.kafka_reads import read_to_end
+from tests.support.sequencer_driver import unique
+from tests.support.service_process import ServiceProcess
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
@@ -42,7 +42,7 @@ from txstream.schemas.registry import SchemaRegistry
 from txstream_coordinator.metrics import OUTCOMES
 from txstream_coordinator.runtime import CoordinatorService
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 TAKEOVER_S = 10.0
 WAIT_S = 30.0

@@ -22,30 +22,30 @@ from leaderboard.commits import wait_for_batches
 from leaderboard.dataflow import Params
 from leaderboard.loader import Loader, load_raw_votes
 from leaderboard.votegen import write_votes_file
-from tests.integration.bank_cluster import BankCluster
-from tests.integration.leaderboard_driver import new_app
-from tests.integration.panels import (
+from tests.support.bank_cluster import BankCluster
+from tests.support.leaderboard_driver import new_app
+from tests.support.panels import (
     addresses,
     panel_exprs,
     panels_without_data,
     wait_until_scraped,
     wait_until_serving,
 )
-from tests.integration.sequencer_driver import (
+from tests.support.sequencer_driver import (
     SequencerProcess,
     produce_events,
     read_dead_letters,
     wait_until,
     write_config,
 )
-from tests.service_process import ServiceProcess
+from tests.support.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.topics import AppTopics
 from txstream.observability.targets import live_targets
 from txstream.stack.prometheus import PrometheusServer
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 PARAMS = Params(contestants=12, threshold=200, window=20, slide=2)
 VOTES = 600
@@ -146,7 +146,7 @@ def assert_top_shows_the_workload(settings: Settings, tmp: Path) -> None:
 
 def test_the_alert_rules_are_loaded(prometheus: PrometheusServer) -> None:
     """The native stack's Prometheus evaluates our alert rules (their logic is tested with
-    promtool in tests/unit/test_alert_rules.py)."""
+    promtool in tests/unit/observability/test_alert_rules.py)."""
     with urllib.request.urlopen(f"{prometheus.url}/api/v1/rules", timeout=10) as resp:
         groups = json.load(resp)["data"]["groups"]
     rules = [r for g in groups for r in g["rules"]]

@@ -14,16 +14,16 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import KafkaEnv
-from tests.integration.bank_cluster import BankCluster
 from tests.integration.test_two_phase import KILLED
-from tests.kafka_reads import read_every_partition, read_to_end
+from tests.support.bank_cluster import BankCluster
+from tests.support.kafka_env import KafkaEnv
+from tests.support.kafka_reads import read_every_partition, read_to_end
 from txstream.client import OltpTimeout, TxClient, fragment
 from txstream.kafka.admin import TopicAdmin
 from txstream.oltp.messages import EngineRequest, TxnResult, Wire
 from txstream.schemas.registry import SchemaRegistry
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture

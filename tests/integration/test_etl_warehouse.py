@@ -38,12 +38,12 @@ from leaderboard import WAREHOUSE_CONFIG
 from leaderboard.dataflow import Params
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
-from tests.conftest import KafkaEnv, free_port
-from tests.faults.scale import LONG, scaled
-from tests.integration.leaderboard_driver import drive, load_inputs, new_app
-from tests.integration.panels import panel_exprs, panels_without_data, wait_until_serving
-from tests.integration.spark_jvms import command_line, gone, spark_jvms
-from tests.service_process import ServiceProcess
+from tests.support.kafka_env import KafkaEnv, free_port
+from tests.support.leaderboard_driver import drive, load_inputs, new_app
+from tests.support.panels import panel_exprs, panels_without_data, wait_until_serving
+from tests.support.scale import LONG, scaled
+from tests.support.service_process import ServiceProcess
+from tests.support.spark_jvms import command_line, gone, spark_jvms
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import send, transactional_producer_config
@@ -54,7 +54,7 @@ from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.prometheus import PrometheusServer
 from txstream_etl.epochs import tables_at
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.kafka, pytest.mark.spark, pytest.mark.faults]
 
 PARAMS = Params(contestants=12, threshold=300, window=100, slide=10)
 VOTES = scaled(2000, 8000)
@@ -463,7 +463,7 @@ def test_the_etl_dashboard_panels_show_data(etl: EtlRun) -> None:
     assert not missing, "panels without data:\n" + "\n".join(missing)
 
 
-@pytest.mark.skipif(not LONG, reason="a Spark run over every table (~60 s): runs in make faults")
+@pytest.mark.slow  # a Spark run over every table (~60 s): runs in make faults
 def test_maintain_compacts_and_vacuums_every_table_and_keeps_its_rows(
     etl: EtlRun, engine: EngineRun
 ) -> None:

@@ -25,15 +25,16 @@ from deltalake.exceptions import TableNotFoundError
 
 from orders.sales import reference
 from orders.sales_run import SalesRun, sales_events
-from tests.conftest import KafkaEnv, free_port
-from tests.faults.killer import kill_leftovers
-from tests.faults.scale import LONG
-from tests.integration.spark_jvms import KILLED_BY_ITS_MIRRORS, gone, mirrors_driver
+from tests.support.kafka_env import KafkaEnv, free_port
+from tests.support.killer import kill_leftovers
+from tests.support.spark_jvms import KILLED_BY_ITS_MIRRORS, gone, mirrors_driver
 from txstream.config import Settings, project_root
 from txstream.kafka.routing import partition_of
 from txstream.model.declarations import Record
 from txstream.stack.spark import SparkMaster, SparkWorker, master_state
 from txstream.stack.stack import Stack
+
+pytestmark = [pytest.mark.spark, pytest.mark.faults]
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 PARTITIONS = 2
@@ -110,7 +111,7 @@ def spark_cluster(kafka: KafkaEnv, tmp_path: Path) -> Iterator[Settings]:
             component.process.stop()
 
 
-@pytest.mark.skipif(not LONG, reason="a Spark cluster and a load (~90 s): runs in make faults")
+@pytest.mark.slow  # a Spark cluster and a load (~90 s): runs in make faults
 @pytest.mark.timeout(600)
 def test_the_etl_loads_an_app_from_its_declarations_on_a_spark_cluster(
     kafka: KafkaEnv, tmp_path: Path, spark_cluster: Settings
@@ -140,7 +141,7 @@ def assert_loaded(root: Path, s: Loaded) -> None:
     assert len(rows(root, "sales_events")) == len(s.events)
 
 
-@pytest.mark.skipif(not LONG, reason="four Spark runs (~4 min): runs in make faults")
+@pytest.mark.slow  # four Spark runs (~4 min): runs in make faults
 @pytest.mark.timeout(1200)
 def test_the_etl_sigkilled_three_times_loads_every_row_once(
     kafka: KafkaEnv, tmp_path: Path
@@ -219,7 +220,7 @@ def micro_batches(root: Path) -> int:
         return 0
 
 
-@pytest.mark.skipif(not LONG, reason="two Spark runs (~3 min): runs in make faults")
+@pytest.mark.slow  # two Spark runs (~3 min): runs in make faults
 @pytest.mark.timeout(900)
 def test_a_backfill_equals_the_warehouse_loaded_in_micro_batches(
     kafka: KafkaEnv, tmp_path: Path

@@ -14,9 +14,9 @@ from confluent_kafka import Producer
 
 from orders.sales import from_params, reference
 from orders.sales_run import SalesRun, by_item, sales_events
-from tests.conftest import KafkaEnv
-from tests.faults.killer import kill_leftovers
-from tests.integration.sequencer_driver import (
+from tests.support.kafka_env import KafkaEnv
+from tests.support.killer import kill_leftovers
+from tests.support.sequencer_driver import (
     SequencerProcess,
     produce_events,
     unique,

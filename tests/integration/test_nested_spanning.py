@@ -15,9 +15,9 @@ from confluent_kafka import Producer
 
 from bank.nested_transfers import build_app
 from orders.commits import CommitWatch
-from tests.conftest import KafkaEnv
-from tests.faults.killer import kill_leftovers
-from tests.integration.openings import send_openings
+from tests.support.kafka_env import KafkaEnv
+from tests.support.killer import kill_leftovers
+from tests.support.openings import send_openings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config, send
 from txstream.kafka.read import read_to_committed_end

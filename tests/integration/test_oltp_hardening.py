@@ -27,9 +27,9 @@ import pytest
 from confluent_kafka import Producer
 
 from bank.dataflow import build_app
-from tests.conftest import KafkaEnv
-from tests.integration.sequencer_driver import unique
-from tests.kafka_reads import read_to_end
+from tests.support.kafka_env import KafkaEnv
+from tests.support.kafka_reads import read_to_end
+from tests.support.sequencer_driver import unique
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
 from txstream.engine.group import SYS_TABLE, position_key
@@ -56,7 +56,7 @@ from txstream.schemas.registry import SchemaRegistry
 from txstream_coordinator.metrics import OUTCOMES
 from txstream_coordinator.runtime import CoordinatorService
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 PARTITIONS = 2
 WAIT_S = 30.0

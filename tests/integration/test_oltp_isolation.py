@@ -17,11 +17,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import KafkaEnv
-from tests.faults.scale import scaled
-from tests.integration.bank_cluster import BankCluster
+from tests.support.bank_cluster import BankCluster
+from tests.support.kafka_env import KafkaEnv
+from tests.support.scale import scaled
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 
 EMPLOYEES = 4
 # The employer's 100 pays PAY per batch until it has none left; the last 5 batches abort on

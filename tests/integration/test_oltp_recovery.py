@@ -15,12 +15,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.conftest import KafkaEnv
-from tests.faults.scale import LONG
-from tests.integration.bank_cluster import BankCluster, wait_for_text
 from tests.integration.test_two_phase import KILLED, transfer_fragments, unblocked
+from tests.support.bank_cluster import BankCluster, wait_for_text
+from tests.support.kafka_env import KafkaEnv
+from tests.support.scale import LONG
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 
 
 @pytest.fixture(params=["strong", "weak"] if LONG else ["strong"])

@@ -13,10 +13,12 @@ import pytest
 from orders.files import Shop
 from orders.gen import generate
 from orders.reference import run as reference
-from tests.conftest import KafkaEnv
-from tests.faults.scale import cases
+from tests.support.kafka_env import KafkaEnv
+from tests.support.scale import cases
 from txstream.config import project_root
 from txstream.kafka.admin import TopicAdmin
+
+pytestmark = pytest.mark.faults
 
 TXSTREAM = str(project_root() / ".venv" / "bin" / "txstream")
 

@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from confluent_kafka import Producer
 
-from tests.conftest import KafkaEnv
-from tests.integration.leaderboard_driver import drive
-from tests.kafka_reads import read_to_end
+from tests.support.kafka_env import KafkaEnv
+from tests.support.kafka_reads import read_to_end
+from tests.support.leaderboard_driver import drive
 from txstream import App, Record, TxnContext
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin

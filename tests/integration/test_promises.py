@@ -22,8 +22,8 @@ from confluent_kafka import Producer
 
 from inventory import workload
 from inventory.dataflow import from_params
-from tests.conftest import KafkaEnv
-from tests.integration.inventory_cluster import InventoryCluster
+from tests.support.inventory_cluster import InventoryCluster
+from tests.support.kafka_env import KafkaEnv
 from txstream import Key, Record
 from txstream.kafka.clients import transactional_producer_config
 from txstream.recovery.changelog import partition_tables
@@ -31,7 +31,7 @@ from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 from txstream.testing.verify import verify
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 ITEMS, SITES, STOCK = 3, 8, 30
 

@@ -10,8 +10,8 @@ import pytest
 
 from leaderboard.dataflow import Params
 from leaderboard.votegen import write_votes_file
-from tests.conftest import KafkaEnv
-from tests.integration.leaderboard_driver import load_inputs, new_app
+from tests.support.kafka_env import KafkaEnv
+from tests.support.leaderboard_driver import load_inputs, new_app
 from txstream.config import Settings
 from txstream.runtime.pump import TaskPump
 from txstream.runtime.task import PartitionTask

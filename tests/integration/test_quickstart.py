@@ -19,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KafkaEnv
-from tests.wheel_venv import build_wheel, venv_with
+from tests.support.kafka_env import KafkaEnv
+from tests.support.wheel_venv import build_wheel, venv_with
 from txstream.kafka.admin import TopicAdmin
 
 ROOT = Path(__file__).parents[2]

@@ -17,15 +17,15 @@ import pytest
 import requests
 from confluent_kafka import KafkaException
 
-from tests.conftest import KafkaEnv, free_port
-from tests.integration.bank_cluster import BankCluster
+from tests.support.bank_cluster import BankCluster
+from tests.support.kafka_env import KafkaEnv, free_port
 from txstream import AsyncTxClient, TxnResult
 from txstream.client import fragment
 from txstream.kafka.owners import WorkerGroup
 from txstream.kafka.routing import partition_of
 from txstream.read_client import ReadUnavailable
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 
 @pytest.fixture

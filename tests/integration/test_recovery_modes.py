@@ -19,11 +19,11 @@ from leaderboard.dataflow import Params
 from leaderboard.dataflow import build_app as build_leaderboard
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
-from tests.conftest import KafkaEnv
-from tests.integration.leaderboard_driver import drive, feed, load_inputs
-from tests.kafka_reads import read_to_end
-from tests.reference.chain_ref import chain_totals
-from tests.reference.leaderboard_ref import run_reference
+from tests.support.kafka_env import KafkaEnv
+from tests.support.kafka_reads import read_to_end
+from tests.support.leaderboard_driver import drive, feed, load_inputs
+from tests.support.reference.chain_ref import chain_totals
+from tests.support.reference.leaderboard_ref import run_reference
 from txstream.commit.policy import CommitPolicy
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin

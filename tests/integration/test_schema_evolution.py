@@ -20,15 +20,16 @@ import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from deltalake import DeltaTable
 
-from tests.conftest import KafkaEnv
-from tests.faults.scale import LONG
 from tests.integration.test_generic_warehouse import TXSTREAM, Loaded, rows, sales
+from tests.support.kafka_env import KafkaEnv
 from txstream.config import project_root
 from txstream.kafka.clients import common_config, send, transactional_producer_config
 from txstream.kafka.published_schemas import publish, published
 from txstream.kafka.topics import AppTopics
 from txstream.schemas.codec import WRITER_HEADER, BatchCodec
 from txstream.schemas.registry import SchemaRegistry
+
+pytestmark = [pytest.mark.spark, pytest.mark.faults]
 
 STREAM = "item_totals"
 
@@ -80,7 +81,7 @@ def first_header(kafka: KafkaEnv, topic: str) -> bytes | None:
         consumer.close()
 
 
-@pytest.mark.skipif(not LONG, reason="four Spark runs (~2 min): runs in make faults")
+@pytest.mark.slow  # four Spark runs (~2 min): runs in make faults
 @pytest.mark.timeout(900)
 def test_a_new_optional_field_flows_in_and_an_incompatible_change_is_refused(
     kafka: KafkaEnv, tmp_path: Path

@@ -23,9 +23,9 @@ from confluent_kafka.schema_registry.avro import AvroSerializer
 from confluent_kafka.schema_registry.error import SchemaRegistryError
 from confluent_kafka.serialization import MessageField, SerializationContext
 
-from tests.conftest import KafkaEnv, free_port
-from tests.http_json import http
-from tests.integration.sequencer_driver import (
+from tests.support.http_json import http
+from tests.support.kafka_env import KafkaEnv, free_port
+from tests.support.sequencer_driver import (
     SequencerProcess,
     read_batches,
     read_dead_letters,
@@ -33,14 +33,14 @@ from tests.integration.sequencer_driver import (
     wait_until,
     write_config,
 )
-from tests.service_process import ServiceProcess
+from tests.support.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config
 from txstream.schemas.confluent import frame
 from txstream.schemas.registry import SchemaRegistry, to_avsc
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 VOTES = [{"vote_id": n, "phone_number": 6175550100 + n, "contestant_number": n % 3 + 1}
          for n in range(1, 6)]  # fmt: skip

@@ -22,11 +22,10 @@ from pydantic import SecretStr
 from leaderboard import WAREHOUSE_CONFIG
 from leaderboard.dataflow import Params
 from leaderboard.votegen import write_votes_file
-from tests.conftest import free_port
-from tests.faults.scale import LONG
-from tests.integration.leaderboard_driver import drive, load_inputs, new_app
 from tests.integration.test_etl_warehouse import rows as delta_rows
 from tests.integration.test_quickstart import quickstart_script, run_shell
+from tests.support.kafka_env import free_port
+from tests.support.leaderboard_driver import drive, load_inputs, new_app
 from txstream.config import Settings
 from txstream.kafka.acls import app_acls, grant
 from txstream.kafka.admin import TopicAdmin
@@ -35,6 +34,8 @@ from txstream.kafka.topics import AppTopics, ensure_topics
 from txstream.runtime.task import PartitionTask
 from txstream.stack.broker import KafkaBroker
 from txstream.stack.security import PRINCIPALS
+
+pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 
 ROOT = Path(__file__).parents[2]
 TXSTREAM = str(ROOT / ".venv/bin/txstream")
@@ -151,7 +152,7 @@ def security_script() -> str:
     return blocks.replace("txstream stack up\n", "")
 
 
-@pytest.mark.skipif(not LONG, reason="a secured stack, as the guide runs it (~25 s): make faults")
+@pytest.mark.slow  # a secured stack, as the guide runs it (~25 s): make faults
 def test_the_security_guide_runs_as_written(secured: Settings, tmp_path: Path) -> None:
     """The Quickstart's app (its first blocks: files and `describe`, no Kafka), then the
     section's commands against the secured broker, which stands in for `stack up`."""
@@ -168,7 +169,8 @@ def test_the_security_guide_runs_as_written(secured: Settings, tmp_path: Path) -
     assert "refused: a client cannot write a procedure's output" in lines, out
 
 
-@pytest.mark.skipif(not LONG, reason="a Spark job over TLS (~50 s): runs in make faults")
+@pytest.mark.spark
+@pytest.mark.slow  # a Spark job over TLS (~50 s): runs in make faults
 def test_the_warehouse_etl_reads_a_secured_cluster_as_a_client(
     secured: Settings, tmp_path: Path
 ) -> None:

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import KafkaEnv
-from tests.integration.sequencer_driver import (
+from tests.support.kafka_env import KafkaEnv
+from tests.support.sequencer_driver import (
     SequencerProcess,
     batches_by_partition,
     produce_events,

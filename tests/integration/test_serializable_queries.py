@@ -26,13 +26,13 @@ from confluent_kafka import Producer
 
 from bank.stream_transfers import build_app
 from orders.commits import CommitWatch
-from tests.conftest import KafkaEnv, free_port
-from tests.faults.killer import kill_leftovers
-from tests.http_json import http
-from tests.integration.openings import send_broadcast, send_openings
-from tests.service_process import TXSTREAM, ServiceProcess
-from tests.simulation.spanning import random_transfers
 from tests.simulation.test_spanning import serial_transfers
+from tests.support.http_json import http
+from tests.support.kafka_env import KafkaEnv, free_port
+from tests.support.killer import kill_leftovers
+from tests.support.openings import send_broadcast, send_openings
+from tests.support.service_process import TXSTREAM, ServiceProcess
+from tests.support.simulation.spanning import random_transfers
 from txstream.client import TxClient
 from txstream.commit.markers import COMMIT_END_HEADER, spans_of
 from txstream.config import Settings
@@ -44,7 +44,7 @@ from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.registry import SchemaRegistry
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 PARTITIONS, WORKERS, ACCOUNTS, BATCHES, K = 4, 2, 40, 600, 4
 STEP = 100  # batches sent at a time

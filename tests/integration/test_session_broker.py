@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from tests.conftest import KafkaEnv
+from tests.support.kafka_env import KafkaEnv
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 

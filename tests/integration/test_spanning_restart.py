@@ -23,12 +23,12 @@ from confluent_kafka import Producer
 
 from bank.stream_transfers import build_app
 from orders.commits import CommitWatch
-from tests.conftest import KafkaEnv
-from tests.faults.killer import kill_leftovers
-from tests.faults.scale import LONG
-from tests.integration.openings import send_broadcast, send_openings, transfer_outcomes
-from tests.service_process import ServiceProcess
-from tests.simulation.spanning import random_transfers
+from tests.support.kafka_env import KafkaEnv
+from tests.support.killer import kill_leftovers
+from tests.support.openings import send_broadcast, send_openings, transfer_outcomes
+from tests.support.scale import LONG
+from tests.support.service_process import ServiceProcess
+from tests.support.simulation.spanning import random_transfers
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config
 from txstream.kafka.topics import AppTopics, ensure_app_topics
@@ -38,7 +38,7 @@ from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 from txstream.testing.verify import verify
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 
 PARTITIONS, FIRST, WAVES, PER_WAVE, K = 2, 6, 8, 3, 2
 # (seed, waves after which the worker is killed)

@@ -9,12 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
-from tests.faults.scale import LONG
-from tests.proc_cpus import thread_cpu_lists
+from tests.support.kafka_env import free_port
+from tests.support.proc_cpus import thread_cpu_lists
+from tests.support.scale import LONG
 from txstream.config import Settings, project_root
 from txstream.pids import cmdline, is_alive
 from txstream.stack.broker import KafkaBroker
+
+pytestmark = [pytest.mark.kafka, pytest.mark.faults]
 
 ROOT = project_root()
 
@@ -122,7 +124,7 @@ def test_make_up_status_down_leaves_no_process(stack_env: dict[str, str]) -> Non
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.mark.skipif(not LONG, reason="a stack started, SIGKILLed, restarted (~35 s): make faults")
+@pytest.mark.slow  # a stack started, SIGKILLed, restarted (~35 s): make faults
 def test_up_twice_is_a_noop_and_sigkill_is_reported_then_restarted(
     stack_env: dict[str, str],
 ) -> None:

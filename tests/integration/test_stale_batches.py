@@ -18,9 +18,9 @@ from confluent_kafka import Producer
 from prometheus_client import REGISTRY
 
 from chain.dataflow import build_app
-from tests.conftest import KafkaEnv
-from tests.integration.leaderboard_driver import drive
-from tests.kafka_reads import read_to_end
+from tests.support.kafka_env import KafkaEnv
+from tests.support.kafka_reads import read_to_end
+from tests.support.leaderboard_driver import drive
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import common_config

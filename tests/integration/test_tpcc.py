@@ -4,7 +4,7 @@ Payments by remote customers among them, so 2PC runs). Both meet TPC-C's consist
 conditions afterwards, roll back the same New-Orders (unused items) and commit the same
 number of each transaction; and a consistency check can fail: a district's year-to-date
 changed behind the warehouse's back is found (PostgreSQL here; txstream's checks in
-`tests/unit/test_tpcc.py`)."""
+`tests/unit/apps/test_tpcc.py`)."""
 
 from __future__ import annotations
 
@@ -18,14 +18,14 @@ import pytest
 from bench import tpcc_pg
 from bench.leaderboard_peers.postgres import private_cluster
 from bench.tpcc_bench import pg_run, plan, txstream_load, txstream_run, txstream_violations
-from tests.conftest import KafkaEnv
-from tests.integration.sequencer_driver import unique
-from tests.service_process import ServiceProcess
+from tests.support.kafka_env import KafkaEnv
+from tests.support.sequencer_driver import unique
+from tests.support.service_process import ServiceProcess
 from txstream.client import TxClient
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.topics import AppTopics, ensure_topics
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 WAREHOUSES, ITEMS, CUSTOMERS, TXNS = 2, 200, 20, 300
 

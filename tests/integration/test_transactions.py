@@ -12,8 +12,8 @@ from collections.abc import Callable
 import pytest
 from confluent_kafka import KafkaException, Producer
 
-from tests.conftest import KafkaEnv
-from tests.kafka_reads import read_until
+from tests.support.kafka_env import KafkaEnv
+from tests.support.kafka_reads import read_until
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import (
@@ -22,7 +22,7 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 TIMEOUT_S = 30.0
 

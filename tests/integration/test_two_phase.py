@@ -19,16 +19,16 @@ from pathlib import Path
 import pytest
 
 from bank.dataflow import from_params
-from tests.conftest import KafkaEnv, free_port
-from tests.http_json import http, wait_listening
-from tests.integration.bank_cluster import BankCluster, wait_for_text
-from tests.service_process import TXSTREAM, ServiceProcess
+from tests.support.bank_cluster import BankCluster, wait_for_text
+from tests.support.http_json import http, wait_listening
+from tests.support.kafka_env import KafkaEnv, free_port
+from tests.support.service_process import TXSTREAM, ServiceProcess
 from txstream.client import TxClient, fragment
 from txstream.oltp.messages import Fragment
 from txstream.stack.prometheus import PrometheusServer
 from txstream.testing.verify import verify
 
-pytestmark = pytest.mark.integration
+pytestmark = pytest.mark.kafka
 
 KILLED = -signal.SIGKILL
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench import txn_floor
-from tests.conftest import KafkaEnv
-from tests.kafka_reads import read_to_end
+from tests.support.kafka_env import KafkaEnv
+from tests.support.kafka_reads import read_to_end
 from txstream.kafka.admin import TopicAdmin
 
 

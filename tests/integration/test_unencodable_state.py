@@ -15,9 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import KafkaEnv
-from tests.integration.leaderboard_driver import drive
 from tests.integration.test_oversize_output import aborts, produce
+from tests.support.kafka_env import KafkaEnv
+from tests.support.leaderboard_driver import drive
 from txstream import App, Record, TxnContext
 from txstream.commit.group_commit import UnencodableState
 from txstream.config import Settings

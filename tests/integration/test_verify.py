@@ -14,9 +14,9 @@ from typer.testing import CliRunner
 from leaderboard.commits import wait_for_batches
 from leaderboard.dataflow import Params
 from leaderboard.votegen import write_votes_file
-from tests.conftest import KafkaEnv
-from tests.integration.leaderboard_driver import load_inputs, new_app
-from tests.service_process import ServiceProcess
+from tests.support.kafka_env import KafkaEnv
+from tests.support.leaderboard_driver import load_inputs, new_app
+from tests.support.service_process import ServiceProcess
 from txstream.cli.main import app as cli
 from txstream.kafka.clients import transactional_producer_config
 from txstream.kafka.topics import AppTopics

@@ -25,11 +25,11 @@ from leaderboard.loader import Loader
 from leaderboard.results import result_document
 from leaderboard.votegen import write_votes_file
 from leaderboard.votes_file import iter_batches
-from tests.conftest import KafkaEnv
-from tests.integration.leaderboard_driver import new_app
-from tests.kafka_reads import read_to_end
-from tests.reference.leaderboard_ref import run_reference
-from tests.service_process import ServiceProcess
+from tests.support.kafka_env import KafkaEnv
+from tests.support.kafka_reads import read_to_end
+from tests.support.leaderboard_driver import new_app
+from tests.support.reference.leaderboard_ref import run_reference
+from tests.support.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.clients import transactional_producer_config
 from txstream.kafka.published_schemas import published

@@ -28,10 +28,10 @@ from confluent_kafka.admin import AdminClient
 from leaderboard.commits import wait_for_batches
 from leaderboard.dataflow import Params
 from leaderboard.loader import Loader
-from tests.conftest import KafkaEnv
-from tests.integration.leaderboard_driver import new_app
-from tests.proc_cpus import thread_cpu_lists
-from tests.service_process import ServiceProcess
+from tests.support.kafka_env import KafkaEnv
+from tests.support.leaderboard_driver import new_app
+from tests.support.proc_cpus import thread_cpu_lists
+from tests.support.service_process import ServiceProcess
 from txstream.config import Settings
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from hypothesis import HealthCheck, settings
 
-from tests.faults.scale import LONG
+from tests.support.scale import LONG
 
 settings.register_profile(
     "short",

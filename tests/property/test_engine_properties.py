@@ -25,7 +25,7 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.fakes import MemoryBase
+from tests.support.fakes import MemoryBase
 from txstream.engine.context import TxnContext
 from txstream.engine.group import SYS_TABLE, CommitGroup, Outcome, last_batch_key
 from txstream.engine.partition_engine import PartitionEngine

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from tests.simulation.spanning import SpanCluster, broadcast
+from tests.support.simulation.spanning import SpanCluster, broadcast
 from txstream.engine.context import TxnContext
 from txstream.model.app import App
 from txstream.model.declarations import Record

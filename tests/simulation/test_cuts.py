@@ -15,10 +15,10 @@ import random
 import pytest
 
 from bank.stream_transfers import build_app as build_transfers
-from tests.faults.scale import scaled
-from tests.simulation.cuts import QueryCluster
-from tests.simulation.spanning import broadcast, openings, random_transfers
 from tests.simulation.test_spanning import serial_transfers
+from tests.support.scale import scaled
+from tests.support.simulation.cuts import QueryCluster
+from tests.support.simulation.spanning import broadcast, openings, random_transfers
 from txstream.model.declarations import Record
 from txstream.oltp.messages import Query
 

@@ -16,7 +16,7 @@ import random
 import pytest
 
 from orders.sales import reference
-from tests.simulation.hops import HopCluster
+from tests.support.simulation.hops import HopCluster
 from txstream.kafka.routing import partition_of
 from txstream.model.declarations import Record
 

@@ -1,6 +1,6 @@
 """Every transaction mechanism on the same constrained rows, across partitions, with engines
 and the coordinator crashing, against the model of what the clients saw commit and the
-spanning transfers' serial reference at their level (`tests/simulation/mixed.py`); and the
+spanning transfers' serial reference at their level (`tests/support/simulation/mixed.py`); and the
 defects put back that the simulation must find.
 
 `make test` runs 1,000 seeds, `make faults` (TXSTREAM_FAULTS=long) 20,000;
@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
-from tests.faults.scale import scaled
-from tests.simulation.mixed import Simulation, run_seed
+from tests.support.scale import scaled
+from tests.support.simulation.mixed import Simulation, run_seed
 from txstream.engine import held_writes, promises
 from txstream.engine.participant import Participant
 from txstream.engine.span_runner import SpanRunner

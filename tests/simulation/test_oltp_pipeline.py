@@ -1,5 +1,5 @@
 """The live engine's pipelined group commit, over RocksDB and its caches, against the serial
-replay `txstream verify` runs (`tests/simulation/oltp_pipeline.py`): stream batches, nested
+replay `txstream verify` runs (`tests/support/simulation/oltp_pipeline.py`): stream batches, nested
 transactions, single-partition runs, 2PC with add() formulas, promises that open a row with
 a put and an add, their decisions, queries and scans."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.simulation.oltp_pipeline import Event, Op, Simulation, describe, generate, txn_id
+from tests.support.simulation.oltp_pipeline import Event, Op, Simulation, describe, generate, txn_id
 from txstream.oltp.messages import EngineRequest, Fragment
 
 SEEDS = 30

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.scale import scaled
-from tests.simulation.harness import Simulation
+from tests.support.scale import scaled
+from tests.support.simulation.harness import Simulation
 from txstream.config import Settings
 
 

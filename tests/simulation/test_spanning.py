@@ -19,8 +19,8 @@ from bank.transfer_reference import reference as transfer_reference
 from orders.files import Shop
 from orders.gen import generate
 from orders.reference import run as reference
-from tests.faults.scale import scaled
-from tests.simulation.spanning import (
+from tests.support.scale import scaled
+from tests.support.simulation.spanning import (
     OrdersSim,
     SpanCluster,
     broadcast,

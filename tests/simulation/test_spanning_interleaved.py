@@ -15,7 +15,7 @@ from __future__ import annotations
 import random
 
 from bank.stream_transfers import build_app
-from tests.simulation.spanning import SpanCluster, broadcast, openings, random_transfers
+from tests.support.simulation.spanning import SpanCluster, broadcast, openings, random_transfers
 
 
 def lost_or_made(seed: int, crash_rate: float) -> int:

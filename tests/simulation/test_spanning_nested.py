@@ -17,8 +17,8 @@ import random
 import pytest
 
 from bank.nested_transfers import build_app
-from tests.faults.scale import scaled
-from tests.simulation.spanning import Log, SpanCluster, broadcast
+from tests.support.scale import scaled
+from tests.support.simulation.spanning import Log, SpanCluster, broadcast
 from txstream.kafka.routing import partition_of
 from txstream.model.declarations import Isolation, Record
 from txstream.testing import AppTester

@@ -18,9 +18,16 @@ import pytest
 
 from bank.stream_transfers import build_app as build_transfers
 from bank.transfer_reference import reference as transfer_reference
-from tests.faults.scale import scaled
-from tests.simulation.spanning import Log, SpanCluster, _Node, broadcast, openings, random_transfers
-from tests.simulation.store import LaggingState
+from tests.support.scale import scaled
+from tests.support.simulation.spanning import (
+    Log,
+    SpanCluster,
+    _Node,
+    broadcast,
+    openings,
+    random_transfers,
+)
+from tests.support.simulation.store import LaggingState
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.model.app import App
 from txstream.model.declarations import Isolation
