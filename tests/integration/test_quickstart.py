@@ -75,7 +75,10 @@ def test_the_readme_quickstart_runs_as_written(
     }
     returncode, out = run_shell(quickstart_script(), tmp_path, env)
     assert returncode == 0, out
-    assert "count: clicks -> page_views; owns window recent" in out  # txstream describe
+    assert "count: clicks -> page_views" in out  # txstream describe
+    app_lines = quickstart_script().split("cat > clickflow.py <<'EOF'\n", 1)[1]
+    assert len(app_lines.split("\nEOF\n", 1)[0].splitlines()) <= 30, "the app fits 30 lines"
+    assert ".avsc" not in quickstart_script() and "export TXSTREAM" not in quickstart_script()
     expected = (
         '{"stream": "page_views", "batch_id": 1, "tuples": [{"page": "/home", "views": 1}, '
         '{"page": "/docs", "views": 1}, {"page": "/home", "views": 2}]}'

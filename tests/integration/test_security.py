@@ -156,7 +156,7 @@ def security_script() -> str:
 def test_the_security_guide_runs_as_written(secured: Settings, tmp_path: Path) -> None:
     """The Quickstart's app (its first blocks: files and `describe`, no Kafka), then the
     section's commands against the secured broker, which stands in for `stack up`."""
-    quickstart = quickstart_script().split("txstream topics ensure", 1)[0]
+    quickstart = quickstart_script().split("txstream worker run", 1)[0]
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
     returncode, out = run_shell(quickstart + security_script(), tmp_path, env_of(secured))
     assert returncode == 0, out

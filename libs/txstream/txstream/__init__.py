@@ -37,6 +37,7 @@ from txstream.model.declarations import (
 )
 from txstream.model.errors import ConstraintViolation, DataflowError, TxnAbort
 from txstream.oltp.messages import Fragment, TxnResult
+from txstream.producer import BatchError, BatchProducer
 from txstream.read_client import CommittedRow, ReadUnavailable
 
 __version__ = "0.1.0"
@@ -44,6 +45,8 @@ __version__ = "0.1.0"
 __all__ = [
     "App",
     "AsyncTxClient",
+    "BatchError",
+    "BatchProducer",
     "Check",
     "CommittedRow",
     "ConstraintViolation",

@@ -23,7 +23,6 @@ from txstream.recovery.policy import RecoveryPolicy
 from txstream.runtime.gc_freeze import freeze_startup_objects
 from txstream.runtime.reads import TaskReads
 from txstream.schemas.codec import BatchCodec
-from txstream.schemas.registry import SchemaRegistry
 from txstream_worker.agents import faust_app
 from txstream_worker.queries import QueryEndpoint
 from txstream_worker.slot import SlotHeld, WorkerSlot
@@ -113,7 +112,7 @@ def run(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
     ensure_app_topics(TopicAdmin(settings), application, settings.kafka_partitions)
-    registry = SchemaRegistry(settings.schema_dir)
+    registry = application.schema_registry(settings.schema_dir)
     streams = application.decl.streams.values()
     publish(settings, AppTopics(application.name),
             {s.name: BatchCodec(registry.get(s.schema)) for s in streams})  # fmt: skip

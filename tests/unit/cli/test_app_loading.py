@@ -3,6 +3,7 @@ shows the dataflow without a broker."""
 
 from __future__ import annotations
 
+import json
 import textwrap
 from pathlib import Path
 
@@ -141,3 +142,39 @@ def test_topics_ensure_names_a_bad_app_in_one_line(modules: Path) -> None:
     assert result.exit_code == 2
     assert "the factory raised KeyError" in result.output
     assert "Traceback" not in result.output
+
+
+TYPED = """
+    from typing import TypedDict
+
+    from txstream import App
+
+
+    class Click(TypedDict):
+        user: str
+        page: str | None
+
+
+    app = App("typed")
+    clicks = app.stream("clicks", schema=Click)
+    app.table("last", schema="chain.Item")
+"""
+
+
+def test_an_app_module_in_the_working_directory_loads_and_describe_shows_its_schemas(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """No PYTHONPATH: `--app module:app` finds a module in the working directory, as
+    `python -m` would; `--format avro` shows the derived schema and a file's."""
+    (tmp_path / "typedflow.py").write_text(textwrap.dedent(TYPED))
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(cli, ["describe", "--app", "typedflow:app", "--format", "avro"])
+    assert result.exit_code == 0, result.output
+    shown = json.loads(result.output)
+    click = shown["streams"]["clicks"]
+    assert "derived from a Python type" in click["from"]
+    assert click["schema"]["fields"] == [
+        {"name": "user", "type": "string"},
+        {"name": "page", "type": ["null", "string"], "default": None},
+    ]
+    assert shown["tables"]["last"]["from"].endswith("Item.avsc")

@@ -33,6 +33,8 @@ from txstream.cli.produce import SCHEMA_HEADER, plural
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.clients import error_text, read_committed_consumer_config
+from txstream.kafka.topics import AppTopics
+from txstream.model.app import AppLoadError, load_app
 from txstream.oltp.messages import type_byte_of
 from txstream.oltp.origin import TAG_BYTES
 from txstream.schemas import BatchCodec, BatchDecodeError, SchemaError, SchemaRegistry
@@ -47,7 +49,21 @@ class DecodeError(ValueError):
 
 
 def consume(
-    topic: Annotated[str, typer.Option("--topic", "-t", help="Topic to read.")],
+    topic: Annotated[
+        str | None, typer.Option("--topic", "-t", help="Topic to read (or give --stream).")
+    ] = None,
+    app_spec: Annotated[
+        str | None,
+        typer.Option(
+            "--app",
+            help="module:app whose schemas decode the records (with "
+            "--stream, its topic and record schema too).",
+        ),
+    ] = None,
+    stream: Annotated[
+        str | None,
+        typer.Option("--stream", help="A stream of --app: its topic, its batches decoded."),
+    ] = None,
     schema: Annotated[
         str | None,
         typer.Option(
@@ -73,7 +89,30 @@ def consume(
 ) -> None:
     """Print committed (read_committed) records as JSON lines."""
     settings = Settings()
-    decoders = Decoders(settings, schema, envelope)
+    registry: SchemaRegistry | None = None
+    if app_spec is not None:
+        try:
+            application = load_app(app_spec, {})
+            registry = application.schema_registry(settings.schema_dir)
+        except (AppLoadError, SchemaError) as e:
+            err.print(f"[red]error:[/red] {escape(str(e))}")
+            raise typer.Exit(2) from None
+        if stream is not None:
+            declared = application.decl.streams.get(stream)
+            if declared is None:
+                names = ", ".join(sorted(application.decl.streams))
+                err.print(f"[red]error:[/red] app {application.name!r} has no stream "
+                          f"{stream!r}; streams: {names}")  # fmt: skip
+                raise typer.Exit(2)
+            topic = topic or AppTopics(application.name).stream(stream)
+            schema, envelope = schema or declared.schema, True
+    elif stream is not None:
+        err.print("[red]error:[/red] --stream names a stream of an app: give --app too")
+        raise typer.Exit(2)
+    if topic is None:
+        err.print("[red]error:[/red] give --topic, or --app and --stream")
+        raise typer.Exit(2)
+    decoders = Decoders(settings, schema, envelope, registry)
     if schema is not None:
         try:
             decoders.get(schema)
@@ -120,11 +159,17 @@ def consume(
 class Decoders:
     """Decoders by schema name, built on first use: the header may name any schema."""
 
-    def __init__(self, settings: Settings, schema: str | None, envelope: bool) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        schema: str | None,
+        envelope: bool,
+        registry: SchemaRegistry | None = None,
+    ) -> None:
         self._settings = settings
         self._schema = schema
         self._envelope = envelope
-        self._registry: SchemaRegistry | None = None
+        self._registry = registry
         self._decoders: dict[str, Decoder] = {}
 
     def get(self, name: str) -> Decoder:

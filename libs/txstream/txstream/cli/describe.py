@@ -19,7 +19,7 @@ from txstream.model.declarations import Procedure
 from txstream.model.windows import TimeWindowSpec, TupleWindowSpec
 from txstream.schemas import ddl
 from txstream.schemas.ddl import UnmappableSchema
-from txstream.schemas.registry import SchemaError, SchemaRegistry
+from txstream.schemas.registry import SchemaError, SchemaRegistry, to_avsc
 
 
 class Format(StrEnum):
@@ -27,18 +27,23 @@ class Format(StrEnum):
     MERMAID = "mermaid"
     DOT = "dot"
     WAREHOUSE = "warehouse"
+    AVRO = "avro"
 
 
 def describe(
     app_spec: str = typer.Option(..., "--app", help="module:factory (or module:app)"),
     params: str = typer.Option("{}", help="JSON object passed to the factory"),
     fmt: Format = typer.Option(
-        Format.TEXT, "--format", help="text, mermaid, dot, or warehouse (the ETL's TOML file)"
+        Format.TEXT,
+        "--format",
+        help="text, mermaid, dot, warehouse (the ETL's TOML file), or avro (each stream's, "
+        "table's and window's record schema)",
     ),
 ) -> None:
     """Show an app's dataflow: procedures in graph order, streams, windows, tables, nested
     and OLTP transactions, and the Kafka topic behind each; or, as `warehouse`, the file
-    `txstream etl run --config` loads it by, made from the declarations alone."""
+    `txstream etl run --config` loads it by, made from the declarations alone; or, as
+    `avro`, the record schema of each stream, table and window, derived or from its file."""
     try:
         application = load_app(app_spec, json.loads(params))
     except json.JSONDecodeError as e:
@@ -48,9 +53,10 @@ def describe(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     settings = Settings()
-    if fmt is Format.WAREHOUSE:
+    if fmt in (Format.WAREHOUSE, Format.AVRO):
+        made = warehouse if fmt is Format.WAREHOUSE else avro
         try:
-            typer.echo(warehouse(application, SchemaRegistry(settings.schema_dir)))
+            typer.echo(made(application, application.schema_registry(settings.schema_dir)))
         except (SchemaError, UnmappableSchema) as e:
             typer.echo(f"error: {e}", err=True)
             raise typer.Exit(2) from None
@@ -98,6 +104,23 @@ def text(app: App, partitions: int) -> str:
         f"system topics: {topics.commits} (commit notices), {topics.aborts} (dead letters)",
     ]
     return "\n".join(lines)
+
+
+def avro(app: App, registry: SchemaRegistry) -> str:
+    """One JSON document: each stream's, table's and window's record schema as `.avsc`
+    JSON, under its kind and name, with where it comes from (a file, or a Python type)."""
+    decl = app.decl
+    out: dict[str, dict[str, object]] = {}
+    for kind, group in (("streams", decl.streams), ("tables", decl.tables),
+                        ("windows", decl.windows)):  # fmt: skip
+        out[kind] = {
+            item.name: {
+                "from": str(registry.origin(item.schema)),
+                "schema": to_avsc(registry.get(item.schema)),
+            }
+            for item in group.values()
+        }
+    return json.dumps(out, indent=2)
 
 
 def warehouse(app: App, registry: SchemaRegistry) -> str:

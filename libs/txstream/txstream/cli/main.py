@@ -16,6 +16,7 @@ from txstream.cli import (
     oltp,
     produce,
     schemas,
+    send,
     stack,
     supervise,
     top,
@@ -56,6 +57,7 @@ app.add_typer(topics.app, name="topics")
 app.add_typer(schemas.app, name="schemas")
 app.add_typer(acl.app, name="acl")
 app.command()(produce.produce)
+app.command()(send.send)
 app.command()(consume.consume)
 app.command()(oltp.call)
 app.command()(oltp.query)

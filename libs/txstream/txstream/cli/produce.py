@@ -33,6 +33,7 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 from txstream.kafka.routing import partition_of
+from txstream.model.app import AppLoadError, load_app
 from txstream.model.declarations import Key
 from txstream.schemas import BatchCodec, SchemaError, SchemaRegistry, find_error
 from txstream.schemas.records import encode_record
@@ -96,6 +97,10 @@ def produce(
             "procedure, which each partition engine must see whole.",
         ),
     ] = False,
+    app_spec: Annotated[
+        str | None,
+        typer.Option("--app", help="module:app whose record types give --schema too."),
+    ] = None,
     mark_progress: Annotated[
         bool,
         typer.Option(
@@ -118,8 +123,12 @@ def produce(
         raise typer.Exit(2)
     settings = Settings()
     try:
-        registry = SchemaRegistry(settings.schema_dir)
-    except SchemaError as e:
+        registry = (
+            SchemaRegistry(settings.schema_dir)
+            if app_spec is None
+            else load_app(app_spec, {}).schema_registry(settings.schema_dir)
+        )
+    except (SchemaError, AppLoadError) as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from e
     try:

@@ -22,7 +22,7 @@ from txstream.engine.writeset import (
     read_window,
     scan,
 )
-from txstream.model.declarations import Key, Procedure, Record, Table, Window
+from txstream.model.declarations import Key, Procedure, Record, Stream, Table, Window
 from txstream.model.errors import ConstraintViolation, DataflowError, TxnAbort
 
 SlideHook = Callable[["TxnContext", str, int], None]
@@ -269,13 +269,17 @@ class TxnContext:
         if self._guard is not None:
             self._guard(table, key)
 
-    def table(self, name: str) -> TableView:
+    def table(self, table: str | Table) -> TableView:
+        """`table`: the handle `app.table(...)` returned, or its name."""
+        name = table if isinstance(table, str) else table.name
         t = self._tables.get(name)
         if t is None:
             raise DataflowError(f"procedure {self.procedure.name!r}: no table named {name!r}")
         return TableView(self, t)
 
-    def window(self, name: str) -> WindowView:
+    def window(self, window: str | Window) -> WindowView:
+        """`window`: the handle `app.window(...)` returned, or its name."""
+        name = window if isinstance(window, str) else window.name
         if name not in self.procedure.windows:
             raise DataflowError(
                 f"procedure {self.procedure.name!r} does not own window {name!r}; "
@@ -283,15 +287,17 @@ class TxnContext:
             )
         return WindowView(self, self._windows[name])
 
-    def emit(self, stream: str, tup: Record) -> None:
-        out = self.outputs.get(stream)
+    def emit(self, stream: str | Stream, tup: Record) -> None:
+        """`stream`: the handle `app.stream(...)` returned, or its name."""
+        name = stream if isinstance(stream, str) else stream.name
+        out = self.outputs.get(name)
         if out is None:
             raise DataflowError(
-                f"procedure {self.procedure.name!r} emits to {stream!r}, which is not one of "
+                f"procedure {self.procedure.name!r} emits to {name!r}, which is not one of "
                 f"its declared outputs {list(self.procedure.outputs)}"
             )
         out.append(tup)
-        self.fire_insert(stream, tup)
+        self.fire_insert(name, tup)
 
     def abort(self, reason: str, detail: str = "") -> NoReturn:
         raise TxnAbort(reason, detail)

@@ -1,7 +1,7 @@
 """The user API: an App collects declarations through a few methods and decorators.
 
 app = App("leaderboard")
-votes = app.stream("votes", schema="leaderboard.Vote")
+votes = app.stream("votes", schema=Vote)  # a TypedDict or dataclass, or an .avsc's name
 
 @app.procedure(input=votes, outputs=[accepted])
 def validate(ctx, batch): ...
@@ -11,8 +11,11 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import os
+import sys
 import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar
 
 from txstream.model import aggregates as aggregation
@@ -40,6 +43,8 @@ from txstream.model.declarations import (
 from txstream.model.errors import DataflowError
 from txstream.model.signature import Signature
 from txstream.model.windows import TimeWindowSpec, TupleWindowSpec
+from txstream.schemas.from_types import SchemaDeriver, TypeSchemaError
+from txstream.schemas.registry import SchemaRegistry
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T", Stream, Table, Window, Procedure, NestedTransaction, Transaction)
@@ -65,14 +70,18 @@ class App:
         self.params: dict[str, Any] = dict(params or {})
         self.recovery = RecoveryMode.parse(str(recovery))
         self.decl = Declarations()
+        self._types = SchemaDeriver(name.replace("-", "_"))
 
-    def stream(self, name: str, schema: str, key_field: str | None = None) -> Stream:
-        return self._add(self.decl.streams, Stream(name, schema, key_field), "stream")
+    def stream(self, name: str, schema: str | type, key_field: str | None = None) -> Stream:
+        """`schema`: a TypedDict or dataclass whose Avro schema is derived (named
+        `<app>.<class>`, `schemas.from_types`), or the full name of one in an `.avsc`."""
+        full = self._schema("stream", name, schema)
+        return self._add(self.decl.streams, Stream(name, full, key_field), "stream")
 
     def table(
         self,
         name: str,
-        schema: str,
+        schema: str | type,
         constraints: Mapping[str, Check] | None = None,
         key: Sequence[str] | Mapping[str, str] = (),
         aggregates: Sequence[str] = (),
@@ -90,12 +99,13 @@ class App:
                     "long, an int or a string"
                 )
         bounds = tuple(aggregation.parse(name, text) for text in aggregates)
-        return self._add(self.decl.tables, Table(name, schema, cs, parts, bounds), "table")
+        full = self._schema("table", name, schema)
+        return self._add(self.decl.tables, Table(name, full, cs, parts, bounds), "table")
 
     def window(
         self,
         name: str,
-        schema: str,
+        schema: str | type,
         *,
         rows: int | None = None,
         range: int | None = None,
@@ -113,7 +123,8 @@ class App:
                 raise DataflowError(f"window {name!r}: a RANGE window needs time_field=")
             assert range is not None
             spec = TimeWindowSpec(range=range, slide=slide, time_field=time_field)
-        return self._add(self.decl.windows, Window(name, schema, spec), "window")
+        full = self._schema("window", name, schema)
+        return self._add(self.decl.windows, Window(name, full, spec), "window")
 
     def procedure(
         self,
@@ -225,6 +236,23 @@ class App:
                 )
         return df
 
+    @property
+    def schemas(self) -> dict[str, dict[str, Any]]:
+        """The Avro schemas derived from the app's record types, by full name."""
+        return dict(self._types.schemas)
+
+    def schema_registry(self, schema_dir: Path) -> SchemaRegistry:
+        """The schemas of `schema_dir`'s `.avsc` files and the app's derived ones."""
+        return SchemaRegistry(schema_dir, self._types.schemas)
+
+    def _schema(self, kind: str, name: str, schema: str | type) -> str:
+        if isinstance(schema, str):
+            return schema
+        try:
+            return self._types.record_name(schema)
+        except TypeSchemaError as e:
+            raise DataflowError(f"{kind} {name!r}: schema {e}") from None
+
     def _add(self, group: dict[str, T], item: T, kind: str) -> T:
         name: str = item.name
         if name in group:
@@ -245,6 +273,11 @@ def load_app(spec: str, params: Mapping[str, Any]) -> App:
     module_name, _, attr = spec.partition(":")
     if not module_name or not attr:
         raise AppLoadError(f"--app {spec!r}: expected 'module:factory', e.g. 'myapp:build'")
+    # The working directory is searched first, as `python -m` and `faust -A` do: an app
+    # module beside the user needs no PYTHONPATH.
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as e:

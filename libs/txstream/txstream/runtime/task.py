@@ -56,7 +56,6 @@ from txstream.runtime.reads import TaskReads
 from txstream.runtime.task_metrics import TaskMetrics
 from txstream.runtime.unencodable_marker import UnencodableMarker
 from txstream.schemas.codec import BatchCodec
-from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 from txstream.state.reads_codec import ReadsCodec
 from txstream.state.store import StateStoreCorruption
@@ -90,7 +89,7 @@ class PartitionTask:
         self.status = TaskState.CREATED
         self.topics = AppTopics(app.name)
         self.dataflow = app.dataflow()
-        self.registry = SchemaRegistry(settings.schema_dir)
+        self.registry = app.schema_registry(settings.schema_dir)
         mode = self.recovery.mode
         self.log_codec = (
             CommandLogCodec(self.registry, app.name, partition, mode) if mode.logged else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import difflib
 import json
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -58,12 +59,16 @@ class SchemaRegistry:
     txstream's own record types (`txstream.*`: envelopes, aborts, commit notices, OLTP
     messages) are always there: an app's own schema directory holds only its schemas."""
 
-    def __init__(self, schema_dir: Path) -> None:
+    def __init__(self, schema_dir: Path, derived: Mapping[str, Any] | None = None) -> None:
+        """`derived`: schemas by full name that no file holds, e.g. an app's, derived from
+        its Python record types (`schemas.from_types`)."""
         if not schema_dir.is_dir():
             raise SchemaError(f"schema directory {schema_dir} does not exist")
         self.schema_dir = schema_dir
         files = {p: read_avsc(p) for p in sorted(schema_dir.rglob("*.avsc"))}
         files |= {p: read_avsc(p) for p in _system_files(schema_dir)}
+        files |= {Path(f"<{name}: derived from a Python type>"): raw
+                  for name, raw in (derived or {}).items()}  # fmt: skip
         self._named, self._origin = _parse_together(files, schema_dir)
         self._parsed: dict[str, Schema] = {}
 

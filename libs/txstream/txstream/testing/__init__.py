@@ -40,7 +40,6 @@ from txstream.model.declarations import Key, Procedure, Record
 from txstream.model.errors import DataflowError, TxnAbort
 from txstream.oltp.messages import Decision, EngineRequest
 from txstream.schemas.codec import BatchCodec
-from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 
 __all__ = ["AppTester", "InjectedAbort", "MemoryState"]
@@ -108,7 +107,7 @@ class AppTester:
         record_check = None
         flat: frozenset[str] = frozenset()
         if check_schemas:
-            registry = SchemaRegistry(schema_dir or Settings().schema_dir)
+            registry = app.schema_registry(schema_dir or Settings().schema_dir)
             codec = StateCodec(dataflow, registry)
             codecs = {
                 s.name: BatchCodec(registry.get(s.schema)) for s in dataflow.decl.streams.values()

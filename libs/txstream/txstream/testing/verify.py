@@ -62,7 +62,6 @@ from txstream.oltp.messages import (
 )
 from txstream.recovery.changelog import committed_tables, partition_tables
 from txstream.schemas.codec import BatchCodec
-from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 from txstream.testing import AppTester
 from txstream.testing.run_inputs import (
@@ -128,7 +127,7 @@ def verify(
     """Replay every partition; the first divergence found, in partition and key order."""
     refuse(app)
     topics = AppTopics(app.name)
-    registry = SchemaRegistry(settings.schema_dir)
+    registry = app.schema_registry(settings.schema_dir)
     dataflow = app.dataflow()
     codecs = {s: BatchCodec(registry.get(dataflow.decl.streams[s].schema))
               for s in dataflow.border_streams}  # fmt: skip

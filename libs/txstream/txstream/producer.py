@@ -1,0 +1,228 @@
+"""`BatchProducer`: atomic batches of plain rows onto an app's border streams.
+
+A batch is what a procedure's TE runs on: its rows reach one partition engine together, or
+not at all. The producer checks each row against its stream's schema before anything is
+sent, places the batch where the dataflow needs it (the partition its key names; every
+partition for a spanning procedure's input), and sends it inside a Kafka transaction, so a
+reader sees whole batches only. Batch ids increase per stream: given, or assigned after the
+highest one the stream's topic already holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from txstream.config import Settings
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import (
+    common_config,
+    delivery_failure,
+    send,
+    transactional_producer_config,
+)
+from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.routing import partition_of
+from txstream.kafka.topics import AppTopics, ensure_app_topics
+from txstream.model.app import App
+from txstream.model.declarations import Record, Stream
+from txstream.schemas import BatchCodec, find_error
+
+__all__ = ["BatchError", "BatchProducer"]
+
+_TIMEOUT_S = 30.0
+_TAIL = 256  # offsets read back from a partition's end to find its highest batch id
+
+
+class BatchError(ValueError):
+    """A batch that cannot be sent; the message names the stream, the row and the field."""
+
+
+class BatchProducer:
+    """Sends atomic batches of plain rows (dicts) to the border streams of `app`.
+
+        producer = BatchProducer(app)
+        producer.send("clicks", [{"user": "ann", "page": "/home"}])
+        with producer.transaction():  # several batches, all or none
+            producer.send(clicks, rows_1)
+            producer.send(clicks, rows_2)
+        producer.close()
+
+    `transactional_id`: give a stable one to a producer that restarts, so the broker fences
+    the previous incarnation; by default each producer has its own.
+    """
+
+    def __init__(
+        self,
+        app: App,
+        settings: Settings | None = None,
+        *,
+        transactional_id: str | None = None,
+    ) -> None:
+        self.app = app
+        self.settings = settings or Settings()
+        self.topics = AppTopics(app.name)
+        self._dataflow = app.dataflow()
+        # as a worker does when it starts: sending first must not fail for want of topics
+        ensure_app_topics(TopicAdmin(self.settings), app, self.settings.kafka_partitions)
+        self._registry = app.schema_registry(self.settings.schema_dir)
+        self._codecs: dict[str, BatchCodec] = {}
+        self._partitions: dict[str, int] = {}
+        self._last_id: dict[str, int] = {}
+        tid = transactional_id or f"txstream-batches-{app.name}-{uuid.uuid4().hex}"
+        self._producer = Producer(transactional_producer_config(self.settings, tid))
+        self._producer.init_transactions(_TIMEOUT_S)
+        self._failures: list[KafkaError] = []
+        self._open = False
+
+    def send(
+        self,
+        stream: str | Stream,
+        rows: Sequence[Mapping[str, Any]],
+        batch_id: int | None = None,
+    ) -> int:
+        """Send one atomic batch of `rows` to `stream`; its batch id is returned. Outside
+        `transaction()` the batch is committed before this returns."""
+        name = stream if isinstance(stream, str) else stream.name
+        tuples = self.check(name, rows)
+        codec = self._codec(name)
+        declared = self.app.decl.streams[name]
+        batch_id = self._next_id(name, batch_id)
+        places = self._places(name, declared, tuples, batch_id)
+        value = codec.encode(name, batch_id, tuples)
+        with self.transaction():
+            for partition in places:
+                send(self._producer, self.topics.stream(name), value, partition=partition,
+                     headers=codec.headers, on_delivery=self._delivered)  # fmt: skip
+        return batch_id
+
+    def check(self, stream: str | Stream, rows: Sequence[Mapping[str, Any]]) -> list[Record]:
+        """The rows as they would be sent, or `BatchError` naming the first that cannot be:
+        not of the stream's schema, or, on a keyed stream, of another partition key."""
+        name = stream if isinstance(stream, str) else stream.name
+        codec = self._codec(name)
+        tuples = [dict(r) for r in rows]
+        for i, row in enumerate(tuples):
+            problem = find_error(row, codec.tuple_schema)
+            if problem:
+                raise BatchError(f"stream {name!r}: row {i}: {problem}")
+        self._check_key(name, self.app.decl.streams[name], tuples)
+        return tuples
+
+    @contextmanager
+    def transaction(self) -> Iterator[None]:
+        """Every batch sent inside commits together, or none does (on an exception)."""
+        if self._open:
+            yield
+            return
+        self._producer.begin_transaction()
+        self._open = True
+        try:
+            yield
+            self._producer.flush(_TIMEOUT_S)
+            if self._failures:
+                raise delivery_failure(self._producer, self._failures, _TIMEOUT_S)
+            self._producer.commit_transaction(_TIMEOUT_S)
+        except BaseException:
+            with suppress(KafkaException):
+                self._producer.abort_transaction(_TIMEOUT_S)
+            self._last_id.clear()  # ids assigned in it were never used: look again
+            raise
+        finally:
+            self._open = False
+            self._failures = []
+
+    def close(self) -> None:
+        self._producer.flush(_TIMEOUT_S)
+
+    def __enter__(self) -> BatchProducer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _codec(self, name: str) -> BatchCodec:
+        codec = self._codecs.get(name)
+        if codec is not None:
+            return codec
+        declared = self.app.decl.streams.get(name)
+        if declared is None:
+            raise BatchError(f"app {self.app.name!r} has no stream {name!r}; streams: "
+                             f"{', '.join(sorted(self.app.decl.streams))}")  # fmt: skip
+        made_by = [p.name for p in self.app.decl.procedures.values() if name in p.outputs]
+        if made_by:
+            raise BatchError(f"stream {name!r} is the output of procedure {made_by[0]!r}; "
+                             "only a border stream takes batches from outside")  # fmt: skip
+        codec = BatchCodec(self._registry.get(declared.schema))
+        self._codecs[name] = codec
+        return codec
+
+    def _partition_count(self, name: str) -> int:
+        count = self._partitions.get(name)
+        if count is None:
+            count = len(TopicAdmin(self.settings).partitions(self.topics.stream(name)))
+            self._partitions[name] = count
+        return count
+
+    def _check_key(self, name: str, declared: Stream, tuples: list[dict[str, Any]]) -> None:
+        field = declared.key_field
+        if field is None or name in self._dataflow.spanning_streams:
+            return
+        keys = {repr(t.get(field)) for t in tuples}
+        if len(keys) > 1:
+            raise BatchError(f"stream {name!r}: the rows hold {len(keys)} values of key field "
+                             f"{field!r}; a batch has one partition key")  # fmt: skip
+
+    def _places(
+        self, name: str, declared: Stream, tuples: list[dict[str, Any]], batch_id: int
+    ) -> list[int]:
+        """Every partition for a spanning procedure's input, which each engine runs whole;
+        the partition the key names; or, unkeyed, the next in turn."""
+        partitions = self._partition_count(name)
+        if name in self._dataflow.spanning_streams:
+            return list(range(partitions))
+        if declared.key_field is None or not tuples:
+            return [batch_id % partitions]
+        return [partition_of((tuples[0][declared.key_field],), partitions)]
+
+    def _next_id(self, name: str, given: int | None) -> int:
+        last = self._last_id.get(name)
+        if last is None:
+            last = self._highest_on_topic(name)
+        if given is not None and given <= last:
+            raise BatchError(f"stream {name!r}: batch id {given} is not above {last}, the "
+                             "highest sent; batch ids increase")  # fmt: skip
+        chosen = last + 1 if given is None else given
+        self._last_id[name] = chosen
+        return chosen
+
+    def _highest_on_topic(self, name: str) -> int:
+        topic = self.topics.stream(name)
+        codec = self._codec(name)
+        consumer = Consumer({**common_config(self.settings), "group.id": "unused"})
+        try:
+            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), _TIMEOUT_S)
+                    for p in range(self._partition_count(name))}  # fmt: skip
+        finally:
+            consumer.close()
+        highest = 0
+        for partition, (low, high) in ends.items():
+            start = high
+            while start > low:
+                start = max(low, start - _TAIL)
+                values = [
+                    m.value() for m in read_to_committed_end(self.settings, topic, partition, start)
+                ]
+                found = [codec.decode(v).batch_id for v in values if v]
+                if found:
+                    highest = max(highest, *found)
+                    break
+        return highest
+
+    def _delivered(self, error: KafkaError | None, _: Message) -> None:
+        if error is not None:
+            self._failures.append(error)

@@ -1,0 +1,99 @@
+"""`BatchProducer` on the real broker: whole batches placed where the dataflow needs them,
+ids that keep increasing across producers, and nothing visible of a batch or transaction
+that failed."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from typing import TypedDict
+
+import pytest
+
+from tests.support.kafka_env import KafkaEnv
+from txstream import App, BatchError, BatchProducer, Record, TxnContext
+from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.routing import partition_of
+from txstream.schemas import BatchCodec
+
+pytestmark = pytest.mark.kafka
+
+
+class Click(TypedDict):
+    user: str
+    page: str
+
+
+def clicks_app() -> App:
+    app = App(f"bp-{uuid.uuid4().hex[:8]}")
+    clicks = app.stream("clicks", schema=Click, key_field="user")
+    seen = app.stream("seen", schema=Click)
+
+    @app.procedure(input=clicks, outputs=[seen])
+    def copy(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        for row in batch:
+            ctx.emit(seen, row)
+
+    return app
+
+
+def committed(
+    kafka: KafkaEnv, app: App, stream: str, partitions: int
+) -> dict[int, list[tuple[int, list[Record]]]]:
+    """Each partition's batches, as (batch id, tuples), read_committed."""
+    codec = BatchCodec(app.schema_registry(kafka.settings.schema_dir).get(
+        app.decl.streams[stream].schema))  # fmt: skip
+    topic = f"{app.name}.{stream}"
+    out: dict[int, list[tuple[int, list[Record]]]] = {}
+    for p in range(partitions):
+        values = [m.value() or b"" for m in read_to_committed_end(kafka.settings, topic, p)]
+        batches = [codec.decode(v) for v in values]
+        out[p] = [(b.batch_id, b.tuples) for b in batches]
+    return out
+
+
+def test_batches_go_whole_to_their_key_partition_with_ids_that_keep_increasing(
+    kafka: KafkaEnv,
+) -> None:
+    settings = kafka.settings.model_copy(update={"kafka_partitions": 4})
+    app = clicks_app()
+    users = ["ann", "bob", "cy", "dee", "eve"]
+    with BatchProducer(app, settings) as producer:
+        ids = [producer.send("clicks", [{"user": u, "page": "/a"}, {"user": u, "page": "/b"}])
+               for u in users]  # fmt: skip
+    assert ids == [1, 2, 3, 4, 5]
+    with BatchProducer(app, settings) as again:  # a new producer goes on after the topic's
+        assert again.send(app.decl.streams["clicks"], [{"user": "ann", "page": "/c"}]) == 6
+        with pytest.raises(BatchError, match="batch id 3 is not above 6"):
+            again.send("clicks", [{"user": "ann", "page": "/d"}], batch_id=3)
+        assert again.send("clicks", [{"user": "bob", "page": "/e"}], batch_id=10) == 10
+    placed = committed(kafka, app, "clicks", 4)
+    for user, batch_id in zip(users, ids, strict=True):
+        home = partition_of((user,), 4)
+        assert (batch_id, [{"user": user, "page": "/a"}, {"user": user, "page": "/b"}]) in \
+            placed[home]  # fmt: skip
+    assert sum(len(b) for b in placed.values()) == 7
+    for batches in placed.values():
+        assert [i for i, _ in batches] == sorted(i for i, _ in batches)
+
+
+def test_a_bad_batch_or_a_failed_transaction_leaves_nothing(kafka: KafkaEnv) -> None:
+    settings = kafka.settings.model_copy(update={"kafka_partitions": 2})
+    app = clicks_app()
+    with BatchProducer(app, settings) as producer:
+        with pytest.raises(BatchError, match=r"stream 'clicks': row 1: .*page"):
+            producer.send("clicks", [{"user": "ann", "page": "/a"}, {"user": "ann", "page": 7}])
+        with pytest.raises(BatchError, match="a batch has one partition key"):
+            producer.send("clicks", [{"user": "ann", "page": "/a"}, {"user": "bob", "page": "/a"}])
+        with pytest.raises(BatchError, match="output of procedure 'copy'"):
+            producer.send("seen", [{"user": "ann", "page": "/a"}])
+        with pytest.raises(BatchError, match="no stream 'click'"):
+            producer.send("click", [])
+        with pytest.raises(RuntimeError, match="changed my mind"), producer.transaction():
+            producer.send("clicks", [{"user": "ann", "page": "/a"}])
+            raise RuntimeError("changed my mind")
+        assert producer.send("clicks", [{"user": "cy", "page": "/z"}]) == 1, "ids unused"
+    placed = committed(kafka, app, "clicks", 2)
+    assert sorted(b for batches in placed.values() for b in batches) == [
+        (1, [{"user": "cy", "page": "/z"}])
+    ]

@@ -1,0 +1,93 @@
+"""An app declared with Python record types and used through its handles: schemas derived
+and checked on the real engine, the handles `app.stream/table/window` return taken by a
+procedure's context, and mistakes named at declaration."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TypedDict
+
+import pytest
+
+from txstream import App, DataflowError, Record, TxnContext
+from txstream.config import default_schema_dir
+from txstream.testing import AppTester
+
+
+class Click(TypedDict):
+    user: str
+    page: str
+
+
+class PageViews(TypedDict):
+    page: str
+    views: int
+
+
+def clicks_app() -> App:
+    app = App("typed-clicks")
+    clicks = app.stream("clicks", schema=Click, key_field="user")
+    page_views = app.stream("page_views", schema=PageViews)
+    views = app.table("views", schema=PageViews)
+    recent = app.window("recent", schema=Click, rows=2, slide=1)
+
+    @app.procedure(input=clicks, outputs=[page_views], windows=[recent])
+    def count(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        for click in batch:
+            ctx.window(recent).insert(click)
+            row = ctx.table(views).get(click["page"]) or {"page": click["page"], "views": 0}
+            row["views"] += 1
+            if click["page"] == "/bad":
+                ctx.table(views).put("/bad", {"page": "/bad", "views": "one"})  # off schema
+                continue
+            ctx.table(views).put(click["page"], row)
+            ctx.emit(page_views, row)
+
+    return app
+
+
+def test_a_typed_app_runs_through_its_handles_with_its_schemas_checked() -> None:
+    app = clicks_app()
+    assert sorted(app.schemas) == ["typed_clicks.Click", "typed_clicks.PageViews"]
+    assert app.decl.streams["clicks"].schema == "typed_clicks.Click"
+    t = AppTester(app)
+    t.feed("clicks", [{"user": "ann", "page": "/a"}, {"user": "bob", "page": "/a"}])
+    assert t.table("views") == {("/a",): {"page": "/a", "views": 2}}
+    assert [r["views"] for r in t.outputs("page_views")] == [1, 2]
+    assert t.window("recent")["visible"] == [{"user": "ann", "page": "/a"},
+                                             {"user": "bob", "page": "/a"}]  # fmt: skip
+    t.feed("clicks", [{"user": "cy", "page": "/bad"}])
+    assert [a.reason for a in t.aborts] == ["invalid_row"], "checked against PageViews"
+    assert "table 'views'" in t.aborts[0].error
+
+
+def test_the_registry_gives_the_derived_schema_beside_the_files() -> None:
+    registry = clicks_app().schema_registry(default_schema_dir())
+    parsed: Any = registry.get("typed_clicks.PageViews")
+    assert [f["name"] for f in parsed["fields"]] == ["page", "views"]
+    assert "derived from a Python type" in str(registry.origin("typed_clicks.Click"))
+    assert "txstream.BatchEnvelope" in registry.names(), "txstream's own are still there"
+
+
+@dataclasses.dataclass
+class Odd:
+    pair: tuple[int, int]
+
+
+def test_a_type_without_an_avro_form_is_refused_naming_the_declaration() -> None:
+    app = App("odd")
+    with pytest.raises(DataflowError, match=r"stream 'odds': schema .*Odd\.pair"):
+        app.stream("odds", schema=Odd)
+
+
+def test_a_derived_name_an_avsc_also_defines_is_refused_when_the_registry_is_built(
+    tmp_path: Path,
+) -> None:
+    schemas = tmp_path
+    (schemas / "Click.avsc").write_text(
+        '{"type": "record", "name": "Click", "namespace": "typed_clicks", "fields": []}'
+    )
+    with pytest.raises(ValueError, match=r"redefines typed_clicks\.Click"):
+        clicks_app().schema_registry(schemas)
