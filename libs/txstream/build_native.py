@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import sysconfig
 import time
 import warnings
 from pathlib import Path
@@ -59,11 +60,26 @@ def build() -> None:
     print(f"compiled {len(paths)} modules in {time.monotonic() - started:.0f} s")
 
 
+def guard() -> None:
+    """Have every interpreter of this venv run `native.install` as it starts (a `.pth`
+    line), so a build older than its sources never runs; `import txstream` itself then
+    changes nothing. The line loads native.py by path, not the package, to stay cheap."""
+    site = Path(sysconfig.get_paths()["purelib"])
+    path = str(native.source("txstream.native"))
+    line = (
+        "import importlib.util as u; "
+        f"s = u.spec_from_file_location('txstream_native_guard', {path!r}); "
+        "m = u.module_from_spec(s); s.loader.exec_module(m); m.install()\n"
+    )
+    (site / "txstream_native_guard.pth").write_text(line)
+
+
 def main() -> None:
     if "--clean" in sys.argv[1:]:
         clean()
     elif native.problem() is not None:
         build()
+    guard()
 
 
 if __name__ == "__main__":

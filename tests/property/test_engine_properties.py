@@ -26,7 +26,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.fakes import MemoryBase
-from txstream.engine.context import TxnContext
+from txstream import TxnContext
 from txstream.engine.group import SYS_TABLE, CommitGroup, Outcome, last_batch_key
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.model.app import App

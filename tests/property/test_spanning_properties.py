@@ -24,7 +24,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.support.simulation.spanning import SpanCluster, broadcast
-from txstream.engine.context import TxnContext
+from txstream import TxnContext
 from txstream.model.app import App
 from txstream.model.declarations import Record
 

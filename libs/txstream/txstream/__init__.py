@@ -13,15 +13,11 @@ behind it, whose layout may change.
     def count(ctx: TxnContext, batch: list[Record]) -> None: ...
 """
 
-from txstream import native
-
-native.install()  # before any compiled module loads: a stale build must not run
-
 from txstream.aio_client import AsyncTxClient
 from txstream.client import OltpTimeout, TxClient, fragment
 from txstream.config import Settings
-from txstream.engine.context import TableView, TxnContext, WindowView
 from txstream.model.app import App
+from txstream.model.context import TableView, TxnContext, WindowView
 from txstream.model.declarations import (
     Check,
     Isolation,

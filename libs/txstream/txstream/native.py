@@ -8,9 +8,10 @@ each source file, and records each source's hash in `native.json`.
 
 Python imports an extension module in preference to the source beside it, so a build left
 behind after a source changed would run old code. `install` runs before any of them is
-imported (from the package's `__init__`): unless every recorded hash matches its source,
-all of them load from source. All or none, since compiled modules call into each other
-directly. TXSTREAM_NATIVE=0 asks for the sources too.
+imported, as the build's venv starts each interpreter (a `.pth` file `make native` writes;
+`import txstream` itself has no side effect): unless every recorded hash matches its
+source, all of them load from source. All or none, since compiled modules call into each
+other directly. TXSTREAM_NATIVE=0 asks for the sources too.
 """
 
 from __future__ import annotations

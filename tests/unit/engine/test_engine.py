@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from tests.support.fakes import MemoryBase
-from txstream.engine.context import TxnContext
+from txstream import TxnContext
 from txstream.engine.group import Outcome, OutputBatch
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.writeset import WriteSet

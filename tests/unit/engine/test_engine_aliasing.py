@@ -15,7 +15,7 @@ from typing import Protocol
 import pytest
 
 from tests.support.fakes import MemoryBase
-from txstream.engine.context import TxnContext
+from txstream import TxnContext
 from txstream.engine.group import CommitGroup
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.windows import WindowState

@@ -8,8 +8,8 @@ from collections.abc import Callable, Sequence
 import pytest
 
 from txstream import App, Record, TxnContext
-from txstream.engine.context import TableView
-from txstream.engine.context import TxnContext as Context
+from txstream.engine.context import TeContext as Context
+from txstream.engine.context import TeTable as TableView
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.engine.spanning import SpanPlan, keep_local
 from txstream.engine.writeset import WriteSet, read

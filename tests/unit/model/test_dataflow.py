@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import pytest
 
-from txstream.engine.context import TxnContext
+from txstream import TxnContext
 from txstream.model.app import App
 from txstream.model.declarations import Record
 from txstream.model.errors import DataflowError

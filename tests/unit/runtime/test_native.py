@@ -76,3 +76,15 @@ def test_a_current_stamp_lets_the_build_run(
     monkeypatch.setattr(sys, "meta_path", finders)
     native.install()
     assert native.status().startswith("compiled") and finders == before
+
+
+def test_importing_txstream_changes_no_interpreter_state() -> None:
+    """The guard runs as the venv's interpreters start (make native's `.pth`), not at
+    `import txstream`: importing it adds no import hook."""
+    code = (
+        "import sys; before = list(sys.meta_path); import txstream; print(sys.meta_path == before)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, native.ENV: "0"})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "True"

@@ -25,7 +25,7 @@ from txstream.engine.writeset import (
 from txstream.model.declarations import Key, Procedure, Record, Stream, Table, Window
 from txstream.model.errors import ConstraintViolation, DataflowError, TxnAbort
 
-SlideHook = Callable[["TxnContext", str, int], None]
+SlideHook = Callable[["TeContext", str, int], None]
 # Called before each table access with (table, key), or (table, None) for a scan; raises
 # to stop a transaction that would touch rows a prepared 2PC transaction holds.
 Guard = Callable[[str, Key | None], None]
@@ -35,7 +35,7 @@ def as_key(key: Key | int | str) -> Key:
     return key if isinstance(key, tuple) else (key,)
 
 
-class TableView:
+class TeTable:
     """One table as seen by one TE: reads see the TE's own writes first.
 
     Every procedure call goes through here, a few times per tuple, so the common path is
@@ -44,7 +44,7 @@ class TableView:
 
     __slots__ = ("_copy", "_ctx", "_name", "_table")
 
-    def __init__(self, ctx: TxnContext, table: Table) -> None:
+    def __init__(self, ctx: TeContext, table: Table) -> None:
         self._ctx = ctx
         self._table = table
         self._name = table.name
@@ -186,7 +186,7 @@ def _amount(contribution: tuple[str, float] | None) -> float:
     return 0 if contribution is None else contribution[1]
 
 
-class WindowView:
+class TeWindow:
     """The owning procedure's window: inserts are staged until the window slides.
 
     Window states share their tuples, so tuples are copied on the way in (by `win.insert`)
@@ -194,7 +194,7 @@ class WindowView:
 
     __slots__ = ("_ctx", "_window")
 
-    def __init__(self, ctx: TxnContext, window: Window) -> None:
+    def __init__(self, ctx: TeContext, window: Window) -> None:
         self._ctx = ctx
         self._window = window
 
@@ -231,7 +231,7 @@ class WindowView:
             ) from None
 
 
-class TxnContext:
+class TeContext:
     """The transaction context handed to a stored procedure with its batch."""
 
     def __init__(
@@ -243,12 +243,12 @@ class TxnContext:
         tables: Mapping[str, Table],
         windows: Mapping[str, Window],
         params: Mapping[str, Any],
-        insert_triggers: Mapping[str, list[Callable[[TxnContext, Record], None]]],
+        insert_triggers: Mapping[str, list[Callable[[TeContext, Record], None]]],
         on_slide: SlideHook,
         guard: Guard | None = None,
         flat_tables: frozenset[str] = frozenset(),
     ) -> None:
-        """`flat_tables`: tables whose schema holds only scalars (see `TableView`)."""
+        """`flat_tables`: tables whose schema holds only scalars (see `TeTable`)."""
         self.procedure = procedure
         self.batch_id = batch_id
         self.ws = ws
@@ -269,15 +269,15 @@ class TxnContext:
         if self._guard is not None:
             self._guard(table, key)
 
-    def table(self, table: str | Table) -> TableView:
+    def table(self, table: str | Table) -> TeTable:
         """`table`: the handle `app.table(...)` returned, or its name."""
         name = table if isinstance(table, str) else table.name
         t = self._tables.get(name)
         if t is None:
             raise DataflowError(f"procedure {self.procedure.name!r}: no table named {name!r}")
-        return TableView(self, t)
+        return TeTable(self, t)
 
-    def window(self, window: str | Window) -> WindowView:
+    def window(self, window: str | Window) -> TeWindow:
         """`window`: the handle `app.window(...)` returned, or its name."""
         name = window if isinstance(window, str) else window.name
         if name not in self.procedure.windows:
@@ -285,7 +285,7 @@ class TxnContext:
                 f"procedure {self.procedure.name!r} does not own window {name!r}; "
                 "a window is visible only to the procedure that declares it"
             )
-        return WindowView(self, self._windows[name])
+        return TeWindow(self, self._windows[name])
 
     def emit(self, stream: str | Stream, tup: Record) -> None:
         """`stream`: the handle `app.stream(...)` returned, or its name."""

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, final
 
 from txstream.engine import formulas
-from txstream.engine.context import TxnContext
+from txstream.engine.context import TeContext
 from txstream.engine.group import (
     AbortRecord,
     Journal,
@@ -283,7 +283,7 @@ class TeExecutor:
         if span is None and scope is not None:
             span = scope.span
         decl = self.dataflow.decl
-        ctx = TxnContext(
+        ctx = TeContext(
             proc,
             batch_id,
             ws,
@@ -342,7 +342,7 @@ class TeExecutor:
             raise _NestedAbort(proc.name, reason, error)
         self.ledger.group.aborts.append(AbortRecord(proc.name, stream, batch_id, reason, error))
 
-    def _on_slide(self, ctx: TxnContext, window: str, slides: int) -> None:
+    def _on_slide(self, ctx: TeContext, window: str, slides: int) -> None:
         """Once per sliding insert: a jump over several boundaries shows only the last window."""
         slides_by = self.ledger.group.stats.slides
         slides_by[window] = slides_by.get(window, 0) + slides

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from txstream.engine.context import TxnContext
+from txstream.engine.context import TeContext
 from txstream.engine.executor import TeExecutor
 from txstream.engine.ledger import BatchLedger
 from txstream.engine.writeset import WriteSet
@@ -52,7 +52,7 @@ class FragmentRunner:
     ) -> tuple[WriteSet, str] | Failed:
         """Run the fragments in order in one write set over `parent` (default: the group's);
         any abort aborts them all. Returns the write set and the results as JSON. `basic`:
-        a promised transaction (`TxnContext.basic`); `guard`: instead of the runner's.
+        a promised transaction (`TeContext.basic`); `guard`: instead of the runner's.
         `Conflict` propagates: nothing of it applied."""
         executor = self.executor
         decl = executor.dataflow.decl
@@ -73,7 +73,7 @@ class FragmentRunner:
             problem = tx.problem(args)
             if problem is not None:
                 return Failed("bad_request", f"fragment {f.procedure}: {problem}", f.procedure)
-            ctx = TxnContext(
+            ctx = TeContext(
                 Procedure(f.procedure, _no_batch, "<oltp>"),
                 -1,
                 ws,
@@ -109,9 +109,9 @@ class FragmentRunner:
             return Failed("result_not_json", f"a fragment returned a value JSON cannot hold: {e}")
 
 
-def _no_batch(ctx: TxnContext, batch: Sequence[Record]) -> None:
+def _no_batch(ctx: TeContext, batch: Sequence[Record]) -> None:
     raise TypeError("an OLTP transaction is called with parameters, not a batch")
 
 
-def _no_slide(ctx: TxnContext, window: str, slides: int) -> None:
+def _no_slide(ctx: TeContext, window: str, slides: int) -> None:
     raise TypeError("an OLTP transaction owns no window")

@@ -229,7 +229,7 @@ class Participant:
     def _run(self, req: EngineRequest, stale: bool, reply: str = "result") -> None:
         """A single-partition transaction, committed with the group; also a BASE one
         (`reply` "base"), which no SERIALIZE follows, so it may not change a field under
-        an aggregation constraint (`TableView._bounded`)."""
+        an aggregation constraint (`TeTable._bounded`)."""
         outcome = self._attempt(req, stale)
         if isinstance(outcome, Failed):
             self.ledger.oltp_aborted(outcome.procedure, outcome.reason)

@@ -61,7 +61,7 @@ class PartitionEngine:
         partitions: int = 1,
     ) -> None:
         """`timer(procedure, seconds)` is told each TE's latency (for metrics);
-        `flat_tables` name the tables whose schema holds only scalars (`TxnContext`);
+        `flat_tables` name the tables whose schema holds only scalars (`TeContext`);
         `owner(key)` is the partition owning a key (the routing function), which spanning
         and repartitioned procedures need: without it, this engine owns every key; and
         `partitions` is the number of engines, which ordered hops hear from.
