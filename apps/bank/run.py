@@ -209,7 +209,12 @@ class BankRun:
         """Two distinct accounts, uniformly, or restricted to one partition or to two."""
         c = self.config
         if c.mix == "uniform":
-            return lambda: tuple(rng.sample(range(c.accounts), 2))  # type: ignore[return-value]
+
+            def uniform() -> tuple[int, int]:
+                a, b = rng.sample(range(c.accounts), 2)
+                return a, b
+
+            return uniform
         owned = [accts for accts in self._owned().values() if len(accts) >= 2]
 
         def pair() -> tuple[int, int]:

@@ -9,6 +9,7 @@ there for that batch (deterministically, as replay requires).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any
 
 from txstream import App, Record, TxnContext
 
@@ -45,11 +46,11 @@ def _stage(i: int, length: int) -> Callable[[TxnContext, Sequence[Record]], None
     return run
 
 
-def from_params(values: dict[str, object]) -> App:
+def from_params(values: dict[str, Any]) -> App:
     """The worker's factory (`--app chain.dataflow:from_params`)."""
     return build_app(
-        int(values.get("length", 3)),  # type: ignore[call-overload]
+        int(values.get("length", 3)),
         name=str(values.get("name", "chain")),
         recovery=str(values.get("recovery", "changelog")),
-        abort_every=int(values.get("abort_every", 0)),  # type: ignore[call-overload]
+        abort_every=int(values.get("abort_every", 0)),
     )

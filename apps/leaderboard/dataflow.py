@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
+from typing import Any
 
 from txstream import App, Record, TxnContext
 
@@ -163,8 +164,8 @@ def _count(ctx: TxnContext, key: tuple[str, ...]) -> int:
     return n
 
 
-def from_params(values: dict[str, object]) -> App:
+def from_params(values: dict[str, Any]) -> App:
     """The worker's factory (`--app leaderboard.dataflow:from_params`)."""
     name = str(values.pop("name", "leaderboard"))
     recovery = str(values.pop("recovery", "changelog"))
-    return build_app(Params(**values), name=name, recovery=recovery)  # type: ignore[arg-type]
+    return build_app(Params(**values), name=name, recovery=recovery)

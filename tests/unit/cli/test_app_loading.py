@@ -178,3 +178,35 @@ def test_an_app_module_in_the_working_directory_loads_and_describe_shows_its_sch
         {"name": "page", "type": ["null", "string"], "default": None},
     ]
     assert shown["tables"]["last"]["from"].endswith("Item.avsc")
+
+
+PARAMS = """
+    from dataclasses import dataclass
+
+    from txstream import App
+
+
+    @dataclass
+    class Limits:
+        popular: int
+
+
+    app = App("limited", params=Limits)
+    app.stream("clicks", schema="chain.Item")
+"""
+
+
+def test_a_module_app_with_typed_params_takes_them_from_params(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "limitedflow.py").write_text(textwrap.dedent(PARAMS))
+    monkeypatch.chdir(tmp_path)
+    loaded = load_app("limitedflow:app", {"popular": 4})
+    assert loaded.params.popular == 4
+    with pytest.raises(AppLoadError, match=r"--params: .*popular: Input should be a valid"):
+        load_app("limitedflow:app", {"popular": "x"})
+    result = CliRunner().invoke(cli, ["describe", "--app", "limitedflow:app"])
+    assert result.exit_code == 2
+    assert "--params: app 'limited': params do not fit Limits: popular: Field required" in (
+        result.output
+    )

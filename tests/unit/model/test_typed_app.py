@@ -91,3 +91,54 @@ def test_a_derived_name_an_avsc_also_defines_is_refused_when_the_registry_is_bui
     )
     with pytest.raises(ValueError, match=r"redefines typed_clicks\.Click"):
         clicks_app().schema_registry(schemas)
+
+
+@dataclasses.dataclass(frozen=True)
+class Thresholds:
+    popular: int
+    label: str = "hot"
+
+
+def thresholds_app() -> App:
+    app = App("typed-params", params=Thresholds)
+    views = app.stream("views", schema=PageViews)
+    hot = app.stream("hot", schema=PageViews)
+
+    @app.procedure(input=views, outputs=[hot])
+    def pick(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        limits: Thresholds = ctx.params
+        for row in batch:
+            if row["views"] >= limits.popular:
+                ctx.emit(hot, row)
+
+    return app
+
+
+def test_typed_params_are_validated_into_their_type_and_reach_procedures() -> None:
+    app = thresholds_app()
+    assert app.params is None, "a field without default: unset until configured"
+    app.configure({"popular": "3"})
+    assert app.params == Thresholds(popular=3)
+    t = AppTester(app)
+    t.feed("views", [{"page": "/a", "views": 2}, {"page": "/b", "views": 5}])
+    assert t.outputs("hot") == [{"page": "/b", "views": 5}]
+
+
+@pytest.mark.parametrize(
+    ("values", "says"),
+    [
+        ({}, "popular: Field required"),
+        (
+            {"popular": "many"},
+            "popular: Input should be a valid integer, unable to parse string as an "
+            "integer, got 'many'",
+        ),
+        ({"popular": 1, "label": 7}, "label: Input should be a valid string, got 7"),
+    ],
+)
+def test_params_that_do_not_fit_are_refused_naming_the_field(
+    values: dict[str, object], says: str
+) -> None:
+    with pytest.raises(DataflowError, match="params do not fit Thresholds") as e:
+        thresholds_app().configure(values)
+    assert says in str(e.value)

@@ -56,3 +56,11 @@ def test_the_check_names_a_long_module_and_a_crowded_class(tmp_path: Path) -> No
     problems = oversized(path)
     assert any("lines >" in p for p in problems)
     assert any(f"class Crowded has {MAX_METHODS + 1} methods" in p for p in problems)
+
+
+def test_the_example_apps_type_check_without_ignores() -> None:
+    """mypy runs strict over apps/ (make lint); none of it may opt out."""
+    ignores = [f"{p.relative_to(ROOT)}:{n}" for p in sorted((ROOT / "apps").rglob("*.py"))
+               for n, line in enumerate(p.read_text().splitlines(), start=1)
+               if "type: ignore" in line]  # fmt: skip
+    assert ignores == []

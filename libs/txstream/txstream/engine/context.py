@@ -242,7 +242,7 @@ class TeContext:
         base: Base,
         tables: Mapping[str, Table],
         windows: Mapping[str, Window],
-        params: Mapping[str, Any],
+        params: Any,
         insert_triggers: Mapping[str, list[Callable[[TeContext, Record], None]]],
         on_slide: SlideHook,
         guard: Guard | None = None,

@@ -12,7 +12,7 @@ Recovery's strong replay turns PE triggers off (`triggers`): committed outputs t
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, final
 
 from txstream.engine import formulas
@@ -62,7 +62,7 @@ class TeExecutor:
         self,
         dataflow: Dataflow,
         ledger: BatchLedger,
-        params: Mapping[str, Any],
+        params: Any,
         owner: Owner,
         journal: Journal = Journal.NONE,
         timer: Callable[[str, float], None] | None = None,

@@ -52,7 +52,7 @@ class PartitionEngine:
         dataflow: Dataflow,
         base: Base,
         partition: int,
-        params: Mapping[str, Any],
+        params: Any,
         journal: Journal = Journal.NONE,
         timer: Callable[[str, float], None] | None = None,
         record_check: RecordCheck | None = None,

@@ -9,6 +9,7 @@ def validate(ctx, batch): ...
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import inspect
 import os
@@ -17,6 +18,8 @@ import traceback
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
+
+from pydantic import TypeAdapter, ValidationError
 
 from txstream.model import aggregates as aggregation
 from txstream.model.dataflow import Dataflow, build_dataflow
@@ -60,14 +63,25 @@ class App:
     def __init__(
         self,
         name: str,
-        params: Mapping[str, Any] | None = None,
+        params: Mapping[str, Any] | type | None = None,
         recovery: RecoveryMode | str = RecoveryMode.CHANGELOG,
     ) -> None:
-        """`recovery`: changelog (the default), strong or weak; see `recovery.policy`."""
+        """`params`: the app's parameters as a mapping, or their type (a dataclass, a
+        pydantic model or a TypedDict), which the values a worker is started with
+        (`--params`) are validated into (`configure`); procedures get them as
+        `ctx.params`. `recovery`: changelog (the default), strong or weak; see
+        `recovery.policy`."""
         if not name.replace("_", "").replace("-", "").isalnum():
             raise DataflowError(f"app name {name!r} must be letters, digits, '-' or '_'")
         self.name = name
-        self.params: dict[str, Any] = dict(params or {})
+        self.params_type: type | None = None
+        self.params: Any = None  # until configured, when its type has a field without default
+        if isinstance(params, type):
+            self.params_type = params
+            with contextlib.suppress(DataflowError):  # defaults for every field: usable now
+                self.configure({})
+        else:
+            self.params = dict(params or {})
         self.recovery = RecoveryMode.parse(str(recovery))
         self.decl = Declarations()
         self._types = SchemaDeriver(name.replace("-", "_"))
@@ -236,6 +250,20 @@ class App:
                 )
         return df
 
+    def configure(self, values: Mapping[str, Any]) -> None:
+        """Set the parameters from `values`: validated into the declared type (a
+        `DataflowError` names each field that does not fit), or merged into the mapping."""
+        if self.params_type is None:
+            self.params = {**self.params, **values}
+            return
+        try:
+            self.params = TypeAdapter(self.params_type).validate_python(dict(values))
+        except ValidationError as e:
+            problems = "; ".join(_field_problem(err) for err in e.errors())
+            raise DataflowError(
+                f"app {self.name!r}: params do not fit {self.params_type.__name__}: {problems}"
+            ) from None
+
     @property
     def schemas(self) -> dict[str, dict[str, Any]]:
         """The Avro schemas derived from the app's record types, by full name."""
@@ -296,6 +324,11 @@ def load_app(spec: str, params: Mapping[str, Any]) -> App:
         raise AppLoadError(
             f"--app {spec!r} returned {type(application).__name__}, not a txstream.App"
         )
+    if application is target:  # a factory took the parameters itself
+        try:
+            application.configure(params)
+        except DataflowError as e:
+            raise AppLoadError(f"--app {spec!r}: --params: {e}") from None
     try:
         application.dataflow()
     except DataflowError as e:
@@ -330,6 +363,13 @@ def _one_line(e: BaseException) -> str:
 
 
 __all__ = ["App", "AppLoadError", "Record", "load_app"]
+
+
+def _field_problem(err: Any) -> str:
+    """One of pydantic's errors as `field: what is wrong, got <value>`."""
+    where = ".".join(str(part) for part in err["loc"]) or "params"
+    got = "" if err["type"] == "missing" else f", got {err.get('input')!r}"
+    return f"{where}: {err['msg']}{got}"
 
 
 def _isolation(isolation: Isolation | str, epoch: int) -> Isolation:

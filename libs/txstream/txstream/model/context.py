@@ -80,8 +80,9 @@ class TxnContext(Protocol):
         ...
 
     @property
-    def params(self) -> Mapping[str, Any]:
-        """The app's parameters."""
+    def params(self) -> Any:
+        """The app's parameters: an instance of its declared type (`App(params=...)`), or
+        a mapping."""
         ...
 
     def table(self, table: str | Table) -> TableView:

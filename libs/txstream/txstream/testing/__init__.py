@@ -119,7 +119,7 @@ class AppTester:
             flat = codec.flat_tables
         self.state = MemoryState()
         self.engine = PartitionEngine(
-            dataflow, self.state, 0, dict(app.params if params is None else params),
+            dataflow, self.state, 0, app.params if params is None else params,
             record_check=record_check, flat_tables=flat, owner=partial(partition_of, partitions=1),
         )  # fmt: skip
         self._next_ids: dict[str, int] = {}
