@@ -15,6 +15,7 @@ from txstream.cli import (
     describe,
     oltp,
     produce,
+    run,
     schemas,
     send,
     stack,
@@ -58,6 +59,7 @@ app.add_typer(schemas.app, name="schemas")
 app.add_typer(acl.app, name="acl")
 app.command()(produce.produce)
 app.command()(send.send)
+app.command()(run.run)
 app.command()(consume.consume)
 app.command()(oltp.call)
 app.command()(oltp.query)
