@@ -53,6 +53,9 @@ def run(
     ),
     recovery: str = typer.Option("changelog", help="recovery mode: changelog, strong or weak"),
     group_commit: bool = typer.Option(True, help="off: one commit per batch"),
+    typed_records: bool = typer.Option(
+        False, help="declare the records as Python types (leaderboard.records), not .avsc names"
+    ),
     preload: bool = typer.Option(
         False,
         help="load every vote before the worker starts, and time from the first committed "
@@ -84,7 +87,8 @@ def run(
     settings = Settings()
     Stack(settings).up_kafka(console.print)
     params = Params(contestants, threshold, max_votes, window, slide)
-    lb = build_app(params, name=f"leaderboard-{uuid.uuid4().hex[:10]}", recovery=recovery)
+    lb = build_app(params, name=f"leaderboard-{uuid.uuid4().hex[:10]}", recovery=recovery,
+                   typed=typed_records)  # fmt: skip
     topics = AppTopics(lb.name)
     loader = Loader(settings, lb)
     loader.load_reference_data()
@@ -92,7 +96,8 @@ def run(
         "worker",
         [str(Path(sys.executable).with_name("txstream")), "worker", "run",
          "--app", "leaderboard.dataflow:from_params",
-         "--params", json.dumps({**asdict(params), "name": lb.name, "recovery": recovery}),
+         "--params", json.dumps({**asdict(params), "name": lb.name, "recovery": recovery,
+                                 "typed": typed_records}),
          *([] if group_commit else ["--no-group-commit"])],
         settings,
         policy=Policy(max_restarts=100, window_s=60.0),

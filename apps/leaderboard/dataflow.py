@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from leaderboard import records
 from txstream import App, Record, TxnContext
 
 AREA_CODE_DIVISOR = 10**7
@@ -26,25 +27,33 @@ class Params:
     slide: int = 10
 
 
-def build_app(params: Params, name: str = "leaderboard", recovery: str = "changelog") -> App:
-    app = App(name, params=asdict(params), recovery=recovery)
-    votes_in = app.stream("votes", schema="leaderboard.Vote", key_field="phone_number")
-    accepted = app.stream("accepted_votes", schema="leaderboard.AcceptedVote")
-    removals_due = app.stream("removals_due", schema="leaderboard.RemovalDue")
-    contestant_rows = app.stream("contestant_rows", schema="leaderboard.Contestant")
-    area_code_rows = app.stream("area_code_rows", schema="leaderboard.AreaCode")
+def build_app(
+    params: Params, name: str = "leaderboard", recovery: str = "changelog", typed: bool = False
+) -> App:
+    """`typed`: declare the records with the Python types of `leaderboard.records` rather
+    than by their `.avsc` names (the same records, either way)."""
+    app = App(name, params=asdict(params), recovery=recovery, namespace="leaderboard")
 
-    app.table("contestants", schema="leaderboard.Contestant")
-    app.table("area_codes", schema="leaderboard.AreaCode")
-    app.table("votes", schema="leaderboard.AcceptedVote")
-    app.table("votes_by_contestant", schema="leaderboard.Seen")
-    app.table("phone_votes", schema="leaderboard.Count")
-    app.table("seen_vote_ids", schema="leaderboard.Seen")
-    app.table("stats", schema="leaderboard.Count")
-    app.table("removed", schema="leaderboard.Removal")
-    app.table("trending", schema="leaderboard.Count")
+    def schema(record: str) -> str | type:
+        return getattr(records, record) if typed else f"leaderboard.{record}"
+
+    votes_in = app.stream("votes", schema=schema("Vote"), key_field="phone_number")
+    accepted = app.stream("accepted_votes", schema=schema("AcceptedVote"))
+    removals_due = app.stream("removals_due", schema=schema("RemovalDue"))
+    contestant_rows = app.stream("contestant_rows", schema=schema("Contestant"))
+    area_code_rows = app.stream("area_code_rows", schema=schema("AreaCode"))
+
+    app.table("contestants", schema=schema("Contestant"))
+    app.table("area_codes", schema=schema("AreaCode"))
+    app.table("votes", schema=schema("AcceptedVote"))
+    app.table("votes_by_contestant", schema=schema("Seen"))
+    app.table("phone_votes", schema=schema("Count"))
+    app.table("seen_vote_ids", schema=schema("Seen"))
+    app.table("stats", schema=schema("Count"))
+    app.table("removed", schema=schema("Removal"))
+    app.table("trending", schema=schema("Count"))
     trending = app.window(
-        "trending_window", schema="leaderboard.AcceptedVote", rows=params.window, slide=params.slide
+        "trending_window", schema=schema("AcceptedVote"), rows=params.window, slide=params.slide
     )
 
     @app.procedure(input=contestant_rows)
@@ -168,4 +177,5 @@ def from_params(values: dict[str, Any]) -> App:
     """The worker's factory (`--app leaderboard.dataflow:from_params`)."""
     name = str(values.pop("name", "leaderboard"))
     recovery = str(values.pop("recovery", "changelog"))
-    return build_app(Params(**values), name=name, recovery=recovery)
+    typed = bool(values.pop("typed", False))
+    return build_app(Params(**values), name=name, recovery=recovery, typed=typed)

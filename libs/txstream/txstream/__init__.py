@@ -35,6 +35,7 @@ from txstream.model.errors import ConstraintViolation, DataflowError, TxnAbort
 from txstream.oltp.messages import Fragment, TxnResult
 from txstream.producer import BatchError, BatchProducer
 from txstream.read_client import CommittedRow, ReadUnavailable
+from txstream.schemas.from_types import DecimalType, Float32, Int32
 
 __version__ = "0.1.0"
 
@@ -47,7 +48,10 @@ __all__ = [
     "CommittedRow",
     "ConstraintViolation",
     "DataflowError",
+    "DecimalType",
+    "Float32",
     "Fragment",
+    "Int32",
     "Isolation",
     "Key",
     "NestedTransaction",

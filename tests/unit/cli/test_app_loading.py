@@ -6,12 +6,14 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
 
 from txstream.cli.main import app as cli
 from txstream.model.app import App, AppLoadError, load_app
+from txstream.schemas import SchemaRegistry
 
 GOOD = """
     from txstream import App
@@ -210,3 +212,21 @@ def test_a_module_app_with_typed_params_takes_them_from_params(
     assert "--params: app 'limited': params do not fit Limits: popular: Field required" in (
         result.output
     )
+
+
+def test_schemas_export_writes_the_derived_schemas_a_registry_then_reads_as_files(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "typedflow.py").write_text(textwrap.dedent(TYPED))
+    monkeypatch.chdir(tmp_path)
+    out = tmp_path / "exported"
+    result = CliRunner().invoke(
+        cli, ["schemas", "export", "--app", "typedflow:app", "--to", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert (out / "typed" / "Click.avsc").is_file()
+    registry = SchemaRegistry(out)  # as the warehouse job or the sequencer would read them
+    click: Any = registry.get("typed.Click")
+    assert [f["name"] for f in click["fields"]] == ["user", "page"]
+    loaded = load_app("typedflow:app", {})
+    assert str(loaded.schema_registry(out).origin("typed.Click")).endswith("Click.avsc")

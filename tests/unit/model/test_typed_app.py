@@ -142,3 +142,23 @@ def test_params_that_do_not_fit_are_refused_naming_the_field(
     with pytest.raises(DataflowError, match="params do not fit Thresholds") as e:
         thresholds_app().configure(values)
     assert says in str(e.value)
+
+
+class Vote(TypedDict):
+    vote_id: int
+    phone_number: int
+    contestant_number: int
+
+
+WrongVote = TypedDict("Vote", {"vote_id": int})  # type: ignore[name-match]  # noqa: UP013
+
+
+def test_a_type_may_repeat_an_avsc_as_the_same_record_and_the_file_stays_its_origin() -> None:
+    app = App("leaderboard-x", namespace="leaderboard")
+    app.stream("votes", schema=Vote)
+    registry = app.schema_registry(default_schema_dir())
+    assert str(registry.origin("leaderboard.Vote")).endswith("leaderboard/Vote.avsc")
+    wrong = App("leaderboard-y", namespace="leaderboard")
+    wrong.stream("votes", schema=WrongVote)
+    with pytest.raises(ValueError, match=r"redefines leaderboard\.Vote, .*differently"):
+        wrong.schema_registry(default_schema_dir())

@@ -1,7 +1,8 @@
-"""`txstream schemas list|check`."""
+"""`txstream schemas list|check|export`."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Annotated
 
@@ -10,6 +11,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from txstream.config import Settings
+from txstream.model.app import AppLoadError, load_app
 from txstream.schemas import SchemaError, SchemaRegistry, check_compatibility, load_avsc
 
 app = typer.Typer(help="Inspect Avro schemas and check schema evolution.", no_args_is_help=True)
@@ -28,6 +30,27 @@ def list_schemas() -> None:
         raise typer.Exit(2) from e
     for name in registry.names():
         out.print(f"{name}  {registry.origin(name)}", markup=False)
+
+
+@app.command()
+def export(
+    app_spec: Annotated[str, typer.Option("--app", help="module:app whose record types to export")],
+    to: Annotated[Path, typer.Option("--to", file_okay=False, help="Directory to write into.")],
+) -> None:
+    """Write the schemas an app derives from its Python record types as `.avsc` files
+    (`<dir>/<namespace>/<Name>.avsc`), for tools that read a schema directory: the
+    warehouse job and the sequencer's routes. The app keeps working beside them."""
+    try:
+        application = load_app(app_spec, {})
+    except AppLoadError as e:
+        err.print(f"[red]error:[/red] {escape(str(e))}")
+        raise typer.Exit(2) from e
+    for fullname, schema in application.schemas.items():
+        namespace, _, name = fullname.rpartition(".")
+        path = to / namespace / f"{name}.avsc"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(schema, indent=1) + "\n")
+        out.print(f"{fullname}  {path}", markup=False)
 
 
 @app.command()

@@ -65,12 +65,14 @@ class App:
         name: str,
         params: Mapping[str, Any] | type | None = None,
         recovery: RecoveryMode | str = RecoveryMode.CHANGELOG,
+        namespace: str | None = None,
     ) -> None:
         """`params`: the app's parameters as a mapping, or their type (a dataclass, a
         pydantic model or a TypedDict), which the values a worker is started with
         (`--params`) are validated into (`configure`); procedures get them as
         `ctx.params`. `recovery`: changelog (the default), strong or weak; see
-        `recovery.policy`."""
+        `recovery.policy`. `namespace`: of the schemas derived from record types (the
+        app's name, `-` as `_`, by default)."""
         if not name.replace("_", "").replace("-", "").isalnum():
             raise DataflowError(f"app name {name!r} must be letters, digits, '-' or '_'")
         self.name = name
@@ -84,7 +86,7 @@ class App:
             self.params = dict(params or {})
         self.recovery = RecoveryMode.parse(str(recovery))
         self.decl = Declarations()
-        self._types = SchemaDeriver(name.replace("-", "_"))
+        self._types = SchemaDeriver(namespace or name.replace("-", "_"))
 
     def stream(self, name: str, schema: str | type, key_field: str | None = None) -> Stream:
         """`schema`: a TypedDict or dataclass whose Avro schema is derived (named

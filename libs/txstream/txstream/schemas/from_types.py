@@ -1,10 +1,11 @@
 """Avro record schemas derived from Python types: a `TypedDict` or a dataclass.
 
 Records stay plain dicts at run time; only the schema comes from the class. A field's
-annotation maps to Avro as follows: `int` long, `float` double, `str` string, `bool`
-boolean, `bytes` bytes, `datetime` long (timestamp-micros), `date` int (date), `Decimal`
-bytes (decimal; `Annotated[Decimal, DecimalType(precision, scale)]`, 38 and 9 if not
-given), `UUID` string (uuid), `X | None` a union with null, `list[X]` an array,
+annotation maps to Avro as follows: `int` long (`Int32` int), `float` double (`Float32`
+float), `str` string, `bool` boolean, `bytes` bytes, `datetime` long (timestamp-micros),
+`date` int (date), `Decimal` bytes (decimal; `Annotated[Decimal, DecimalType(precision,
+scale)]`, 38 and 9 if not given), `UUID` string (uuid), `X | None` a union with null,
+`list[X]` an array,
 `dict[str, X]` a map, an `Enum` of strings an enum, and a nested TypedDict or dataclass a
 nested record. A field that may be left out (`NotRequired`, or a dataclass default) needs a
 default Avro can hold: null for `X | None`, or the dataclass's scalar default. Anything
@@ -20,9 +21,17 @@ import enum
 import types
 import typing
 import uuid
-from typing import Any, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
-__all__ = ["DecimalType", "SchemaDeriver", "TypeSchemaError", "avro_of", "is_record_type"]
+__all__ = [
+    "DecimalType",
+    "Float32",
+    "Int32",
+    "SchemaDeriver",
+    "TypeSchemaError",
+    "avro_of",
+    "is_record_type",
+]
 
 
 class TypeSchemaError(TypeError):
@@ -35,6 +44,15 @@ class DecimalType(NamedTuple):
     precision: int
     scale: int
 
+
+class _Narrow(NamedTuple):
+    avro: str
+
+
+Int32 = Annotated[int, _Narrow("int")]
+"""An `int` field written as Avro's 32-bit int rather than a long."""
+Float32 = Annotated[float, _Narrow("float")]
+"""A `float` field written as Avro's 32-bit float rather than a double."""
 
 _DEFAULT_DECIMAL = DecimalType(38, 9)
 _PRIMITIVE: dict[object, Any] = {
@@ -138,6 +156,9 @@ class SchemaDeriver:
             if base is decimal.Decimal:
                 spec = next((e for e in extra if isinstance(e, DecimalType)), _DEFAULT_DECIMAL)
                 return _decimal(spec)
+            narrow = next((e for e in extra if isinstance(e, _Narrow)), None)
+            if narrow is not None:
+                return narrow.avro
             return self.type_of(base, owner, field)
         if ann is decimal.Decimal:
             return _decimal(_DEFAULT_DECIMAL)

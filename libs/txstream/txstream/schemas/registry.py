@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from fastavro import parse_schema
-from fastavro.schema import SchemaParseException, UnknownType
+from fastavro.schema import SchemaParseException, UnknownType, to_parsing_canonical_form
 from fastavro.types import NamedSchemas, Schema
 
 from txstream.config import default_schema_dir
@@ -67,9 +67,15 @@ class SchemaRegistry:
         self.schema_dir = schema_dir
         files = {p: read_avsc(p) for p in sorted(schema_dir.rglob("*.avsc"))}
         files |= {p: read_avsc(p) for p in _system_files(schema_dir)}
-        files |= {Path(f"<{name}: derived from a Python type>"): raw
-                  for name, raw in (derived or {}).items()}  # fmt: skip
         self._named, self._origin = _parse_together(files, schema_dir)
+        extra = {}
+        for name, raw in (derived or {}).items():
+            if name in self._named:  # a file defines it too: the same record, or refused
+                _same_as_file(name, raw, self._named, self._origin[name])
+            else:
+                extra[Path(f"<{name}: derived from a Python type>")] = raw
+        if extra:
+            self._named, self._origin = _parse_together({**files, **extra}, schema_dir)
         self._parsed: dict[str, Schema] = {}
 
     def names(self) -> list[str]:
@@ -201,6 +207,18 @@ def _parse_one(
         ) from e
     except (SchemaParseException, KeyError, TypeError, ValueError, AttributeError) as e:
         raise SchemaFileError(source, f"invalid Avro schema: {e}") from e
+
+
+def _same_as_file(name: str, raw: Any, named: NamedSchemas, path: Path) -> None:
+    """A derived schema may repeat a file's only as the same record (docs aside), so an
+    app can move from `.avsc` files to Python types with its wire format unchanged."""
+    others = {n: s for n, s in named.items() if n != name}
+    mine = parse_schema(raw, others, _write_hint=False)
+    if to_parsing_canonical_form(mine) != to_parsing_canonical_form(standalone(named[name], named)):
+        raise SchemaFileError(
+            Path(f"<{name}: derived from a Python type>"),
+            f"redefines {name}, already defined in {path}, differently",
+        )
 
 
 def _parse_together(
