@@ -4,15 +4,7 @@ from __future__ import annotations
 
 import random
 
-from confluent_kafka import Producer
-
-from txstream.config import Settings
-from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import send, transactional_producer_config
-from txstream.kafka.topics import AppTopics, ensure_topics
-from txstream.model.app import App
-from txstream.schemas.codec import BatchCodec
-from txstream.schemas.registry import SchemaRegistry
+from txstream import App, BatchProducer, Settings
 
 
 def batch_tuples(batch_id: int, batch_size: int, seed: int) -> list[dict[str, int]]:
@@ -24,21 +16,12 @@ def batch_tuples(batch_id: int, batch_size: int, seed: int) -> list[dict[str, in
 def load_batches(
     settings: Settings, app: App, batches: int, batch_size: int = 1, seed: int = 1, first: int = 1
 ) -> int:
-    """Produce batches `first`..`first+batches-1` to the app's s0; returns the last id."""
-    topics = AppTopics(app.name)
-    ensure_topics(TopicAdmin(settings), topics, app.decl.streams, partitions=1)
-    codec = BatchCodec(SchemaRegistry(settings.schema_dir).get("chain.Item"))
-    producer = Producer(
-        {**transactional_producer_config(settings, f"chain-loader-{app.name}"), "linger.ms": 5}
-    )
-    producer.init_transactions(60)
-    producer.begin_transaction()
+    """Produce batches `first`..`first+batches-1` to the app's s0, 10,000 batches to a
+    transaction, as a user's producer would (`BatchProducer`); returns the last id."""
     last = first + batches - 1
-    for batch_id in range(first, last + 1):
-        value = codec.encode("s0", batch_id, batch_tuples(batch_id, batch_size, seed))
-        send(producer, topics.stream("s0"), value)
-        if batch_id % 10_000 == 0:
-            producer.commit_transaction()
-            producer.begin_transaction()
-    producer.commit_transaction()
+    with BatchProducer(app, settings) as producer:
+        for start in range(first, last + 1, 10_000):
+            with producer.transaction():
+                for batch_id in range(start, min(start + 10_000, last + 1)):
+                    producer.send("s0", batch_tuples(batch_id, batch_size, seed), batch_id)
     return last

@@ -169,13 +169,24 @@ class BatchProducer:
         return count
 
     def _check_key(self, name: str, declared: Stream, tuples: list[dict[str, Any]]) -> None:
+        """A keyed stream's batch goes to the partition its rows' keys name: they must name
+        one (on a one-partition topic, any keys do)."""
         field = declared.key_field
         if field is None or name in self._dataflow.spanning_streams:
             return
-        keys = {repr(t.get(field)) for t in tuples}
-        if len(keys) > 1:
-            raise BatchError(f"stream {name!r}: the rows hold {len(keys)} values of key field "
-                             f"{field!r}; a batch has one partition key")  # fmt: skip
+        partitions = self._partition_count(name)
+        places = set()
+        for i, t in enumerate(tuples):
+            try:
+                value: Any = t.get(field)
+                places.add(partition_of((value,), partitions))
+            except (TypeError, ValueError) as e:
+                bad = t.get(field)
+                raise BatchError(f"stream {name!r}: row {i}: key field {field!r}: {bad!r} "
+                                 f"is no partition key ({e})") from None  # fmt: skip
+        if len(places) > 1:
+            raise BatchError(f"stream {name!r}: the rows' key field {field!r} names partitions "
+                             f"{sorted(places)} of {partitions}; a batch goes to one")  # fmt: skip
 
     def _places(
         self, name: str, declared: Stream, tuples: list[dict[str, Any]], batch_id: int

@@ -3,7 +3,7 @@
 Every row is read and checked against the stream's schema before anything is sent; the
 batches then go in one Kafka transaction (`BatchProducer`), so a bad row or a failure
 part-way leaves nothing for a reader to see. A batch closes at `--batch-size` rows, and,
-on a keyed stream, where the key changes: a batch has one partition key.
+on a keyed stream, where the key changes: a batch goes to one partition.
 """
 
 from __future__ import annotations
