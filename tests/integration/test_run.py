@@ -6,6 +6,7 @@ next run, each once."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import signal
@@ -13,14 +14,17 @@ import subprocess
 import textwrap
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import pytest
+from confluent_kafka import Producer
 
 from tests.support.kafka_env import free_port
 from txstream import App, BatchProducer
 from txstream.config import Settings, project_root
+from txstream.kafka.admin import TopicAdmin
+from txstream.kafka.clients import common_config
 from txstream.kafka.read import read_to_committed_end
 from txstream.pids import is_alive
 from txstream.schemas import BatchCodec
@@ -61,12 +65,14 @@ def wait_for(what: str, check: Callable[[], bool], timeout_s: float = 120.0) -> 
 
 
 class Run:
-    def __init__(self, cwd: Path, env: dict[str, str], console: int) -> None:
+    def __init__(
+        self, cwd: Path, env: dict[str, str], console: int, extra: Sequence[str] = ()
+    ) -> None:
         self.log = cwd / f"run-{time.monotonic_ns()}.log"
         with self.log.open("wb") as out:
             self.proc = subprocess.Popen(
                 [TXSTREAM, "run", "--app", "runflow:app", "--console-port", str(console),
-                 "--progress-s", "0.5"],
+                 "--progress-s", "0.5", *extra],
                 cwd=cwd, env=env, stdout=out, stderr=subprocess.STDOUT,
             )  # fmt: skip
         wait_for("the run to start", lambda: "running; Ctrl-C" in self.text() or
@@ -143,3 +149,56 @@ def test_run_starts_what_is_missing_and_sigint_stops_it_keeping_every_batch(
     finally:
         for run in runs:
             run.kill()
+
+
+SEQUENCER = """
+name = "runloop-raw"
+commit_interval_ms = 100
+
+[[routes]]
+topic = "raw-views"
+app = "runloop"
+stream = "views"
+schema = "runloop.View"
+format = "json"
+policy_events = 1
+seal_after_ms = 100
+"""
+
+
+def test_run_with_a_sequencer_seals_raw_events_of_a_typed_stream(tmp_path: Path) -> None:
+    """`--sequencer`: the sequencer runs too and finds the route's schema, derived from
+    the app's TypedDict, in the app (no `.avsc` exists); SIGINT stops it with the rest."""
+    (tmp_path / "runflow.py").write_text(textwrap.dedent(APP))
+    (tmp_path / "sequencer.toml").write_text(SEQUENCER)
+    kafka_port, controller_port = free_port(), free_port()
+    env = {**os.environ, "TXSTREAM_HOME": str(tmp_path / "home"),
+           "TXSTREAM_KAFKA_PORT": str(kafka_port),
+           "TXSTREAM_KAFKA_CONTROLLER_PORT": str(controller_port)}  # fmt: skip
+    env.pop("TXSTREAM_KAFKA_BOOTSTRAP", None)
+    settings = Settings(home=tmp_path / "home", kafka_port=kafka_port,
+                        kafka_controller_port=controller_port)  # fmt: skip
+    spec = importlib.util.spec_from_file_location("runflow", tmp_path / "runflow.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    app: App = module.app
+    run = Run(tmp_path, env, 0, ["--sequencer", str(tmp_path / "sequencer.toml")])
+    try:
+        assert "sequencer: running (pid" in run.text(), run.text()
+        TopicAdmin(settings).create_topic("raw-views", 1)
+        producer = Producer(common_config(settings))
+        for n in range(4):
+            producer.produce("raw-views", json.dumps({"page": f"/{n}", "views": n}).encode())
+        producer.flush(30)
+
+        def four_or_ended() -> bool:
+            return run.proc.poll() is not None or len(output(settings, app)) == 4
+
+        wait_for("four sealed batches out", four_or_ended)
+        assert run.proc.poll() is None, f"the run ended:\n{run.text()}"
+        assert run.interrupt() == 0, run.text()
+        for pid in run.pids():
+            assert wait_exit(pid, 10), f"pid {pid} outlived the run:\n{run.text()}"
+    finally:
+        run.kill()

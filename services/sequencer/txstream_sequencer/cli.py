@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import logging
 import signal
 from pathlib import Path
@@ -11,7 +12,9 @@ import typer
 from pydantic import ValidationError
 
 from txstream.config import Settings
+from txstream.model.app import AppLoadError, load_app
 from txstream.observability.targets import serve_metrics
+from txstream.schemas import SchemaError
 from txstream_sequencer.config import load_config
 from txstream_sequencer.runtime import Sequencer, SequencerError
 
@@ -23,6 +26,10 @@ def run(
     config: Path = typer.Option(
         ..., "--config", "-c", envvar="TXSTREAM_SEQUENCER_CONFIG", help="sequencer TOML file"
     ),
+    app_spec: str | None = typer.Option(
+        None, "--app", help="module:app whose record types give the routes' schemas too"
+    ),
+    params: str = typer.Option("{}", help="the app's parameters, a JSON object (with --app)"),
     metrics: bool = typer.Option(True, help="serve Prometheus metrics, registered for scraping"),
     metrics_port: int = typer.Option(0, help="metrics port; 0: any free port"),
     metrics_host: str = typer.Option("127.0.0.1", help="address of the metrics endpoint"),
@@ -35,7 +42,16 @@ def run(
         typer.echo(f"error: {config}: {e}", err=True)
         raise typer.Exit(2) from e
     settings = Settings().as_service("sequencer")
-    sequencer = Sequencer(conf, settings)
+    try:
+        registry = (
+            None
+            if app_spec is None
+            else load_app(app_spec, json.loads(params)).schema_registry(settings.schema_dir)
+        )
+    except (AppLoadError, SchemaError, json.JSONDecodeError) as e:
+        typer.echo(f"error: {e}", err=True)
+        raise typer.Exit(2) from e
+    sequencer = Sequencer(conf, settings, registry)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         sequencer.stopping.set()

@@ -70,10 +70,17 @@ class _Route:
 
 
 class Sequencer:
-    def __init__(self, config: SequencerConfig, settings: Settings) -> None:
+    def __init__(
+        self,
+        config: SequencerConfig,
+        settings: Settings,
+        registry: SchemaRegistry | None = None,
+    ) -> None:
+        """`registry`: where the routes' schemas are found; the schema directory's by
+        default, or an app's (`App.schema_registry`), which knows its derived schemas."""
         self.config = config
         self.settings = settings
-        self.registry = SchemaRegistry(settings.schema_dir)
+        self.registry = registry or SchemaRegistry(settings.schema_dir)
         self.lane_schema = self.registry.get("txstream.SequencerLane")
         self.dead_schema = self.registry.get("txstream.DeadLetter")
         self.stopping = threading.Event()

@@ -1,7 +1,8 @@
 """`txstream run --app module:app`: the local development loop in one command.
 
-It starts what is missing and owns what it starts: the local broker (and schema registry)
-unless one answers, the app's topics, a worker, and a coordinator serving the console.
+It starts what is missing and owns what it starts: the local broker unless one answers,
+the app's topics, a worker, a coordinator serving the console, and with `--sequencer` a
+sequencer that finds the routes' schemas in the app.
 While they run it prints what the worker commits, from the app's commit notices. Ctrl-C
 (SIGINT) or SIGTERM stops the worker and coordinator with SIGTERM, which commit what they
 hold and exit, then the broker if this run started it; work committed stays, and batches
@@ -46,6 +47,10 @@ def run(
     progress_s: Annotated[
         float, typer.Option(min=0.1, help="Seconds between progress lines.")
     ] = 2.0,
+    sequencer: Annotated[
+        Path | None,
+        typer.Option(exists=True, dir_okay=False, help="A sequencer's TOML file: run it too."),
+    ] = None,
 ) -> None:
     """Run an app locally: broker if none runs, topics, a worker and the console; Ctrl-C
     stops it all, committed work kept."""
@@ -55,7 +60,7 @@ def run(
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from None
     loop = LocalRun(application, app_spec, params, Settings())
-    raise typer.Exit(loop.run(console_port, progress_s))
+    raise typer.Exit(loop.run(console_port, progress_s, sequencer))
 
 
 class LocalRun:
@@ -68,13 +73,15 @@ class LocalRun:
         self.started_kafka = False
         self.stopping = False
 
-    def run(self, console_port: int, progress_s: float) -> int:
+    def run(self, console_port: int, progress_s: float, sequencer: Path | None = None) -> int:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._stop)
         try:
             self._start_kafka()
             ensure_app_topics(TopicAdmin(self.settings), self.app, self.settings.kafka_partitions)
             self._spawn("worker", ["worker", "run"])
+            if sequencer is not None:  # its schemas from the app, derived ones included
+                self._spawn("sequencer", ["sequencer", "run", "--config", str(sequencer)])
             if console_port:
                 self._spawn("coordinator", ["coordinator", "run", "--http-port", str(console_port)])
                 say(f"console: http://127.0.0.1:{console_port}/console")
