@@ -1,2 +1,2 @@
 """The order pipeline: orders, restocks and top-ups over stock and accounts kept on
-different partitions (`../shared/workloads/orders.md`)."""
+different partitions (docs/workloads.md)."""
