@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
 from pathlib import Path
@@ -11,8 +10,8 @@ from types import FrameType
 import typer
 from pydantic import ValidationError
 
+from txstream.cli.app_option import app_or_exit
 from txstream.config import Settings
-from txstream.model.app import AppLoadError, load_app
 from txstream.observability.targets import serve_metrics
 from txstream.schemas import SchemaError
 from txstream_sequencer.config import load_config
@@ -42,13 +41,10 @@ def run(
         typer.echo(f"error: {config}: {e}", err=True)
         raise typer.Exit(2) from e
     settings = Settings().as_service("sequencer")
+    application = None if app_spec is None else app_or_exit(app_spec, params)
     try:
-        registry = (
-            None
-            if app_spec is None
-            else load_app(app_spec, json.loads(params)).schema_registry(settings.schema_dir)
-        )
-    except (AppLoadError, SchemaError, json.JSONDecodeError) as e:
+        registry = None if application is None else application.schema_registry(settings.schema_dir)
+    except SchemaError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
     sequencer = Sequencer(conf, settings, registry)

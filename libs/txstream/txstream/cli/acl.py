@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -11,11 +10,11 @@ from confluent_kafka.admin import AdminClient
 from rich.console import Console
 from rich.markup import escape
 
+from txstream.cli.app_option import app_or_exit
 from txstream.config import Settings
 from txstream.kafka.acls import app_acls, describe, grant
 from txstream.kafka.clients import common_config, error_text
 from txstream.kafka.topics import AppTopics
-from txstream.model.app import AppLoadError, load_app
 
 app = typer.Typer(help="Access control on a secured cluster.", no_args_is_help=True)
 out = Console(soft_wrap=True, markup=False)
@@ -30,11 +29,7 @@ def apply(
     """Create the ACLs of the app's topics (existing ones stay), as the `admin` principal:
     only the coordinator may write requests and decisions; clients write inbound streams
     and OLTP requests only."""
-    try:
-        application = load_app(app_spec, json.loads(params))
-    except (json.JSONDecodeError, AppLoadError) as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
+    application = app_or_exit(app_spec, params)
     settings = Settings().as_service("admin")
     if not settings.secure:
         err.print("[red]error:[/red] the cluster is not secured (TXSTREAM_KAFKA_SECURITY=sasl_ssl)")

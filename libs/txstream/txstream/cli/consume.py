@@ -29,12 +29,12 @@ from fastavro import schemaless_reader
 from rich.console import Console
 from rich.markup import escape
 
+from txstream.cli.app_option import app_or_exit
 from txstream.cli.produce import SCHEMA_HEADER, plural
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.clients import error_text, read_committed_consumer_config
 from txstream.kafka.topics import AppTopics
-from txstream.model.app import AppLoadError, load_app
 from txstream.oltp.messages import type_byte_of
 from txstream.oltp.origin import TAG_BYTES
 from txstream.schemas import BatchCodec, BatchDecodeError, SchemaError, SchemaRegistry
@@ -91,10 +91,10 @@ def consume(
     settings = Settings()
     registry: SchemaRegistry | None = None
     if app_spec is not None:
+        application = app_or_exit(app_spec)
         try:
-            application = load_app(app_spec, {})
             registry = application.schema_registry(settings.schema_dir)
-        except (AppLoadError, SchemaError) as e:
+        except SchemaError as e:
             err.print(f"[red]error:[/red] {escape(str(e))}")
             raise typer.Exit(2) from None
         if stream is not None:

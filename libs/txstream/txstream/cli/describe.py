@@ -11,9 +11,10 @@ from enum import StrEnum
 
 import typer
 
+from txstream.cli.app_option import app_or_exit
 from txstream.config import Settings
 from txstream.kafka.topics import AppTopics
-from txstream.model.app import App, AppLoadError, load_app
+from txstream.model.app import App
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Procedure
 from txstream.model.windows import TimeWindowSpec, TupleWindowSpec
@@ -44,14 +45,7 @@ def describe(
     and OLTP transactions, and the Kafka topic behind each; or, as `warehouse`, the file
     `txstream etl run --config` loads it by, made from the declarations alone; or, as
     `avro`, the record schema of each stream, table and window, derived or from its file."""
-    try:
-        application = load_app(app_spec, json.loads(params))
-    except json.JSONDecodeError as e:
-        typer.echo(f"error: --params is not JSON: {e}", err=True)
-        raise typer.Exit(2) from None
-    except AppLoadError as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    application = app_or_exit(app_spec, params)
     settings = Settings()
     if fmt in (Format.WAREHOUSE, Format.AVRO):
         made = warehouse if fmt is Format.WAREHOUSE else avro

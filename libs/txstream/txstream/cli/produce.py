@@ -23,6 +23,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+from txstream.cli.app_option import app_or_exit
 from txstream.config import Settings
 from txstream.engine.hops import PROGRESS
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
@@ -33,7 +34,6 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 from txstream.kafka.routing import partition_of
-from txstream.model.app import AppLoadError, load_app
 from txstream.model.declarations import Key
 from txstream.schemas import BatchCodec, SchemaError, SchemaRegistry, find_error
 from txstream.schemas.records import encode_record
@@ -122,13 +122,14 @@ def produce(
         err.print("[red]error:[/red] --progress marks batches: it needs --envelope")
         raise typer.Exit(2)
     settings = Settings()
+    application = None if app_spec is None else app_or_exit(app_spec)
     try:
         registry = (
             SchemaRegistry(settings.schema_dir)
-            if app_spec is None
-            else load_app(app_spec, {}).schema_registry(settings.schema_dir)
+            if application is None
+            else application.schema_registry(settings.schema_dir)
         )
-    except (SchemaError, AppLoadError) as e:
+    except SchemaError as e:
         err.print(f"[red]error:[/red] {escape(str(e))}")
         raise typer.Exit(2) from e
     try:

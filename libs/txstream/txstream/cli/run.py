@@ -11,7 +11,6 @@ not yet processed wait on their topics for the next run.
 
 from __future__ import annotations
 
-import json
 import signal
 import subprocess
 import sys
@@ -26,11 +25,12 @@ import typer
 from confluent_kafka import OFFSET_END, Consumer, TopicPartition
 from fastavro import schemaless_reader
 
+from txstream.cli.app_option import app_or_exit
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import read_committed_consumer_config
 from txstream.kafka.topics import AppTopics, ensure_app_topics
-from txstream.model.app import App, AppLoadError, load_app
+from txstream.model.app import App
 from txstream.schemas import SchemaRegistry
 from txstream.stack.broker import BrokerError
 from txstream.stack.stack import Stack
@@ -54,11 +54,7 @@ def run(
 ) -> None:
     """Run an app locally: broker if none runs, topics, a worker and the console; Ctrl-C
     stops it all, committed work kept."""
-    try:
-        application = load_app(app_spec, json.loads(params))
-    except (AppLoadError, json.JSONDecodeError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    application = app_or_exit(app_spec, params)
     loop = LocalRun(application, app_spec, params, Settings())
     raise typer.Exit(loop.run(console_port, progress_s, sequencer))
 

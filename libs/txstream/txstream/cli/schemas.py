@@ -10,8 +10,8 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from txstream.cli.app_option import app_or_exit
 from txstream.config import Settings
-from txstream.model.app import AppLoadError, load_app
 from txstream.schemas import SchemaError, SchemaRegistry, check_compatibility, load_avsc
 
 app = typer.Typer(help="Inspect Avro schemas and check schema evolution.", no_args_is_help=True)
@@ -40,11 +40,7 @@ def export(
     """Write the schemas an app derives from its Python record types as `.avsc` files
     (`<dir>/<namespace>/<Name>.avsc`), for tools that read a schema directory: the
     warehouse job and the sequencer's routes. The app keeps working beside them."""
-    try:
-        application = load_app(app_spec, {})
-    except AppLoadError as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from e
+    application = app_or_exit(app_spec)
     for fullname, schema in application.schemas.items():
         namespace, _, name = fullname.rpartition(".")
         path = to / namespace / f"{name}.avsc"

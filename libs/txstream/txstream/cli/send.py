@@ -16,10 +16,10 @@ from typing import Annotated, Any
 import typer
 from confluent_kafka import KafkaException
 
+from txstream.cli.app_option import app_or_exit
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError
 from txstream.kafka.clients import error_text
-from txstream.model.app import AppLoadError, load_app
 from txstream.producer import BatchError, BatchProducer
 
 
@@ -40,11 +40,7 @@ def send(
     params: Annotated[str, typer.Option(help="JSON object passed to a factory.")] = "{}",
 ) -> None:
     """Send rows to a stream as atomic batches, all in one transaction, or nothing."""
-    try:
-        application = load_app(app_spec, json.loads(params))
-    except (AppLoadError, json.JSONDecodeError) as e:
-        typer.echo(f"error: {e}", err=True)
-        raise typer.Exit(2) from None
+    application = app_or_exit(app_spec, params)
     text = file.read_text(encoding="utf-8") if file else sys.stdin.read()
     rows: list[dict[str, Any]] = []
     for number, line in enumerate(text.splitlines(), start=1):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from typing import Annotated
 
 import typer
@@ -10,10 +9,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from txstream.cli.app_option import app_or_exit
 from txstream.config import Settings
 from txstream.kafka.admin import KafkaAdminError, TopicAdmin
 from txstream.kafka.topics import ensure_app_topics
-from txstream.model.app import AppLoadError, load_app
 
 app = typer.Typer(help="Create, list, describe and delete Kafka topics.", no_args_is_help=True)
 out = Console(soft_wrap=True, markup=False)
@@ -158,11 +157,7 @@ def ensure(
 ) -> None:
     """Create the topics an app needs, as its worker does on start (existing ones are left
     as they are), so that input can be sent before the first worker is up."""
-    try:
-        application = load_app(app_spec, json.loads(params))
-    except (json.JSONDecodeError, AppLoadError) as e:
-        err.print(f"[red]error:[/red] {escape(str(e))}")
-        raise typer.Exit(2) from None
+    application = app_or_exit(app_spec, params)
     settings = Settings()
     try:
         names = ensure_app_topics(TopicAdmin(settings), application, settings.kafka_partitions)

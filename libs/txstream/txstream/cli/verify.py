@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 from rich.console import Console
 
+from txstream.cli.app_option import app_or_exit
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.topics import AppTopics
-from txstream.model.app import AppLoadError, load_app
 from txstream.testing.run_inputs import Unverifiable
 from txstream.testing.verify import verify as run_verify
 
@@ -25,14 +23,7 @@ def verify(
     or the first key that differs or the constraints broken (exit 1); and what it cannot
     see."""
     out = Console(stderr=True)
-    try:
-        application = load_app(app_spec, json.loads(params))
-    except json.JSONDecodeError as e:
-        out.print(f"[red]error:[/red] --params is not JSON: {e}")
-        raise typer.Exit(2) from e
-    except AppLoadError as e:
-        out.print(f"[red]error:[/red] {e}", markup=False)
-        raise typer.Exit(2) from e
+    application = app_or_exit(app_spec, params)
     settings = Settings()
     changelog = AppTopics(application.name).changelog
     partitions = len(TopicAdmin(settings).partitions(changelog))
