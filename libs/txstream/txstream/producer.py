@@ -15,12 +15,11 @@ from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import (
-    common_config,
     delivery_failure,
     send,
     transactional_producer_config,
@@ -177,12 +176,11 @@ class BatchProducer:
         partitions = self._partition_count(name)
         places = set()
         for i, t in enumerate(tuples):
+            value: Any = t.get(field)
             try:
-                value: Any = t.get(field)
                 places.add(partition_of((value,), partitions))
             except (TypeError, ValueError) as e:
-                bad = t.get(field)
-                raise BatchError(f"stream {name!r}: row {i}: key field {field!r}: {bad!r} "
+                raise BatchError(f"stream {name!r}: row {i}: key field {field!r}: {value!r} "
                                  f"is no partition key ({e})") from None  # fmt: skip
         if len(places) > 1:
             raise BatchError(f"stream {name!r}: the rows' key field {field!r} names partitions "
@@ -214,15 +212,11 @@ class BatchProducer:
     def _highest_on_topic(self, name: str) -> int:
         topic = self.topics.stream(name)
         codec = self._codec(name)
-        consumer = Consumer({**common_config(self.settings), "group.id": "unused"})
-        try:
-            ends = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), _TIMEOUT_S)
-                    for p in range(self._partition_count(name))}  # fmt: skip
-        finally:
-            consumer.close()
+        admin = TopicAdmin(self.settings)
         highest = 0
-        for partition, (low, high) in ends.items():
-            start = high
+        for partition in range(self._partition_count(name)):
+            low = admin.start_offset(topic, partition)
+            start = admin.stable_end(topic, partition)
             while start > low:
                 start = max(low, start - _TAIL)
                 values = [

@@ -73,9 +73,11 @@ class SchemaRegistry:
             if name in self._named:  # a file defines it too: the same record, or refused
                 _same_as_file(name, raw, self._named, self._origin[name])
             else:
-                extra[Path(f"<{name}: derived from a Python type>")] = raw
-        if extra:
-            self._named, self._origin = _parse_together({**files, **extra}, schema_dir)
+                extra[_derived_source(name)] = raw
+        if extra:  # on top of the files, which are parsed already
+            self._named, self._origin = _parse_together(
+                extra, schema_dir, (self._named, self._origin)
+            )
         self._parsed: dict[str, Schema] = {}
 
     def names(self) -> list[str]:
@@ -216,17 +218,24 @@ def _same_as_file(name: str, raw: Any, named: NamedSchemas, path: Path) -> None:
     mine = parse_schema(raw, others, _write_hint=False)
     if to_parsing_canonical_form(mine) != to_parsing_canonical_form(standalone(named[name], named)):
         raise SchemaFileError(
-            Path(f"<{name}: derived from a Python type>"),
-            f"redefines {name}, already defined in {path}, differently",
+            _derived_source(name), f"redefines {name}, already defined in {path}, differently"
         )
 
 
+def _derived_source(name: str) -> Path:
+    """Where a derived schema comes from, as errors and `origin` name it."""
+    return Path(f"<{name}: derived from a Python type>")
+
+
 def _parse_together(
-    files: dict[Path, Any], schema_dir: Path
+    files: dict[Path, Any],
+    schema_dir: Path,
+    parsed: tuple[NamedSchemas, dict[str, Path]] = ({}, {}),
 ) -> tuple[NamedSchemas, dict[str, Path]]:
-    """Parse every file, retrying those whose references are defined by files not yet parsed."""
-    named: NamedSchemas = {}
-    origin: dict[str, Path] = {}
+    """Parse every file, retrying those whose references are defined by files not yet
+    parsed; on top of `parsed` (named types and their origins) when given."""
+    named: NamedSchemas = dict(parsed[0])
+    origin: dict[str, Path] = dict(parsed[1])
     pending = list(files)
     while pending:
         waiting: dict[Path, str] = {}
