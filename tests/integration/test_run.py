@@ -15,6 +15,7 @@ import textwrap
 import time
 import urllib.request
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -98,18 +99,20 @@ class Run:
                 os.kill(pid, signal.SIGKILL)
 
 
-def output(settings: Settings, app: App) -> list[int]:
-    """The batch ids of every committed batch on `doubled`."""
-    codec = BatchCodec(app.schema_registry(settings.schema_dir).get("runloop.View"))
-    values = [m.value() or b"" for m in read_to_committed_end(settings, "runloop.doubled", 0)]
-    return [codec.decode(v).batch_id for v in values]
+@dataclass(frozen=True)
+class Loop:
+    """The app module in the test's folder, a private home and ports with no broker
+    running, as the `txstream run` under test and the test itself see them."""
+
+    env: dict[str, str]
+    settings: Settings
+    app: App
 
 
-def test_run_starts_what_is_missing_and_sigint_stops_it_keeping_every_batch(
-    tmp_path: Path,
-) -> None:
+@pytest.fixture
+def loop(tmp_path: Path) -> Loop:
     (tmp_path / "runflow.py").write_text(textwrap.dedent(APP))
-    kafka_port, controller_port, console = free_port(), free_port(), free_port()
+    kafka_port, controller_port = free_port(), free_port()
     env = {**os.environ, "TXSTREAM_HOME": str(tmp_path / "home"),
            "TXSTREAM_KAFKA_PORT": str(kafka_port),
            "TXSTREAM_KAFKA_CONTROLLER_PORT": str(controller_port)}  # fmt: skip
@@ -120,7 +123,21 @@ def test_run_starts_what_is_missing_and_sigint_stops_it_keeping_every_batch(
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    app: App = module.app
+    return Loop(env, settings, module.app)
+
+
+def output(settings: Settings, app: App) -> list[int]:
+    """The batch ids of every committed batch on `doubled`."""
+    codec = BatchCodec(app.schema_registry(settings.schema_dir).get("runloop.View"))
+    values = [m.value() or b"" for m in read_to_committed_end(settings, "runloop.doubled", 0)]
+    return [codec.decode(v).batch_id for v in values]
+
+
+def test_run_starts_what_is_missing_and_sigint_stops_it_keeping_every_batch(
+    tmp_path: Path, loop: Loop
+) -> None:
+    env, settings, app = loop.env, loop.settings, loop.app
+    console = free_port()
     runs: list[Run] = []
     try:
         first = Run(tmp_path, env, console)
@@ -166,23 +183,13 @@ seal_after_ms = 100
 """
 
 
-def test_run_with_a_sequencer_seals_raw_events_of_a_typed_stream(tmp_path: Path) -> None:
+def test_run_with_a_sequencer_seals_raw_events_of_a_typed_stream(
+    tmp_path: Path, loop: Loop
+) -> None:
     """`--sequencer`: the sequencer runs too and finds the route's schema, derived from
     the app's TypedDict, in the app (no `.avsc` exists); SIGINT stops it with the rest."""
-    (tmp_path / "runflow.py").write_text(textwrap.dedent(APP))
     (tmp_path / "sequencer.toml").write_text(SEQUENCER)
-    kafka_port, controller_port = free_port(), free_port()
-    env = {**os.environ, "TXSTREAM_HOME": str(tmp_path / "home"),
-           "TXSTREAM_KAFKA_PORT": str(kafka_port),
-           "TXSTREAM_KAFKA_CONTROLLER_PORT": str(controller_port)}  # fmt: skip
-    env.pop("TXSTREAM_KAFKA_BOOTSTRAP", None)
-    settings = Settings(home=tmp_path / "home", kafka_port=kafka_port,
-                        kafka_controller_port=controller_port)  # fmt: skip
-    spec = importlib.util.spec_from_file_location("runflow", tmp_path / "runflow.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    app: App = module.app
+    env, settings, app = loop.env, loop.settings, loop.app
     run = Run(tmp_path, env, 0, ["--sequencer", str(tmp_path / "sequencer.toml")])
     try:
         assert "sequencer: running (pid" in run.text(), run.text()

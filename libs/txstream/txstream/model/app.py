@@ -326,7 +326,7 @@ def load_app(spec: str, params: Mapping[str, Any]) -> App:
         raise AppLoadError(
             f"--app {spec!r} returned {type(application).__name__}, not a txstream.App"
         )
-    if application is target:  # a factory took the parameters itself
+    if application is target:  # an App itself: it takes the parameters here
         try:
             application.configure(params)
         except DataflowError as e:
