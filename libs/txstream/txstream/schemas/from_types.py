@@ -76,11 +76,8 @@ def is_record_type(tp: object) -> bool:
 def avro_of(tp: type, namespace: str) -> dict[str, Any]:
     """The Avro record schema of `tp`, named `namespace.<class name>`, with every record
     it nests defined inside it."""
-    if not is_record_type(tp):
-        raise TypeSchemaError(f"{_qualname(tp)} is neither a TypedDict nor a dataclass")
-    schema = SchemaDeriver(namespace).type_of(tp, tp, "")
-    assert isinstance(schema, dict)
-    return schema
+    deriver = SchemaDeriver(namespace)
+    return deriver.schemas[deriver.record_name(tp)]
 
 
 class _Field(NamedTuple):
