@@ -16,7 +16,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NotRequired, TypedDict
 
-from txstream import App, Record, TxnContext
+from bank.records import NAMESPACE, Account, Payment
+from txstream import App, Record, Table, TxnContext
 
 INITIAL_BALANCE = 100
 
@@ -32,41 +33,41 @@ class Move(TypedDict):
 
 
 def build_app(name: str = "bank", recovery: str = "changelog") -> App:
-    app = App(name, recovery=recovery)
-    app.table("accounts", schema="bank.Account", constraints={"balance >= 0": _non_negative},
-              key=("account",))  # fmt: skip
-    payroll = app.stream("payroll", schema="bank.Payment", key_field="employer")
-    payouts = app.stream("payouts", schema="bank.Payment")
+    app = App(name, recovery=recovery, namespace=NAMESPACE)
+    accounts = app.table("accounts", schema=Account, key=("account",),
+                         constraints={"balance >= 0": _non_negative})  # fmt: skip
+    payroll = app.stream("payroll", schema=Payment, key_field="employer")
+    payouts = app.stream("payouts", schema=Payment)
 
     @app.transaction(params=OpenAccounts)
     def open_accounts(ctx: TxnContext, params: Record) -> int:
         """Open each listed account not open yet, with the starting balance."""
-        accounts = ctx.table("accounts")
+        rows = ctx.table(accounts)
         opened = 0
         for a in params["accounts"]:
-            if accounts.get(a) is None:
-                accounts.put(a, {"balance": params.get("balance", INITIAL_BALANCE)})
+            if rows.get(a) is None:
+                rows.put(a, {"balance": params.get("balance", INITIAL_BALANCE)})
                 opened += 1
         return opened
 
     @app.transaction(params=Move)
     def debit(ctx: TxnContext, params: Record) -> int:
-        return _move(ctx, params["account"], -int(params["amount"]))
+        return _move(ctx, accounts, params["account"], -int(params["amount"]))
 
     @app.transaction(params=Move)
     def credit(ctx: TxnContext, params: Record) -> int:
-        return _move(ctx, params["account"], int(params["amount"]))
+        return _move(ctx, accounts, params["account"], int(params["amount"]))
 
     @app.procedure(input=payroll, outputs=[payouts])
     def withhold(ctx: TxnContext, batch: Sequence[Record]) -> None:
         for line in batch:
-            _move(ctx, line["employer"], -line["amount"])
-            ctx.emit("payouts", line)
+            _move(ctx, accounts, line["employer"], -line["amount"])
+            ctx.emit(payouts, line)
 
     @app.procedure(input=payouts)
     def pay(ctx: TxnContext, batch: Sequence[Record]) -> None:
         for line in batch:
-            _move(ctx, line["employee"], line["amount"])
+            _move(ctx, accounts, line["employee"], line["amount"])
 
     app.nested("payday", [withhold, pay])
     return app
@@ -77,14 +78,14 @@ def from_params(params: Mapping[str, Any]) -> App:
     return build_app(str(params.get("name", "bank")), str(params.get("recovery", "changelog")))
 
 
-def _move(ctx: TxnContext, account: int, delta: int) -> int:
-    accounts = ctx.table("accounts")
-    row = accounts.get(account)
+def _move(ctx: TxnContext, accounts: Table, account: int, delta: int) -> int:
+    rows = ctx.table(accounts)
+    row = rows.get(account)
     if row is None:
         ctx.abort("no_account", f"account {account} is not open")
     assert row is not None
     balance = int(row["balance"]) + delta
-    accounts.put(account, {"balance": balance})
+    rows.put(account, {"balance": balance})
     return balance
 
 

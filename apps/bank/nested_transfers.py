@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bank.records import NAMESPACE, Account, Opening, Transfer, TransferOutcome
 from txstream import App, Isolation, Record, TxnContext
 
 
@@ -24,40 +25,41 @@ def touches(t: Record) -> list[tuple[str, int]]:
 def build_app(
     name: str = "nested-transfers", isolation: Isolation = Isolation.PL4, epoch: int = 16
 ) -> App:
-    app = App(name)
-    opens = app.stream("opens", schema="bank.Opening", key_field="account")
-    transfers = app.stream("transfers", schema="bank.Transfer")
-    credits = app.stream("credits", schema="bank.Transfer")
-    refusals = app.stream("refusals", schema="bank.TransferOutcome")
-    done = app.stream("transfers_done", schema="bank.TransferOutcome")
-    app.table("accounts", schema="bank.Account", key=("account",))
+    app = App(name, namespace=NAMESPACE)
+    opens = app.stream("opens", schema=Opening, key_field="account")
+    transfers = app.stream("transfers", schema=Transfer)
+    credits = app.stream("credits", schema=Transfer)
+    refusals = app.stream("refusals", schema=TransferOutcome)
+    done = app.stream("transfers_done", schema=TransferOutcome)
+    accounts = app.table("accounts", schema=Account, key=("account",))
 
     @app.procedure(input=opens)
     def open_accounts(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        rows = ctx.table(accounts)
         for row in batch:
-            ctx.table("accounts").put(row["account"], {"balance": row["balance"]})
+            rows.put(row["account"], {"balance": row["balance"]})
 
     @app.procedure(input=transfers, outputs=[credits, refusals])
     def withdraw(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        accounts = ctx.table("accounts")
+        rows = ctx.table(accounts)
         for t in batch:
-            payer = accounts.get(t["payer"])
+            payer = rows.get(t["payer"])
             if payer is None or t["payer"] == t["payee"] or payer["balance"] < t["amount"]:
                 why = "no_account" if payer is None else "refused"
-                ctx.emit("refusals", {"seq": t["seq"], "outcome": why})
+                ctx.emit(refusals, {"seq": t["seq"], "outcome": why})
                 continue
-            accounts.put(t["payer"], {"balance": payer["balance"] - t["amount"]})
-            ctx.emit("credits", t)
+            rows.put(t["payer"], {"balance": payer["balance"] - t["amount"]})
+            ctx.emit(credits, t)
 
     @app.procedure(input=credits, outputs=[done])
     def deposit(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        accounts = ctx.table("accounts")
+        rows = ctx.table(accounts)
         for t in batch:
-            payee = accounts.get(t["payee"])
+            payee = rows.get(t["payee"])
             if payee is None:
                 ctx.abort("no_account", f"transfer {t['seq']}: payee {t['payee']} has none")
-            accounts.put(t["payee"], {"balance": payee["balance"] + t["amount"]})
-            ctx.emit("transfers_done", {"seq": t["seq"], "outcome": "done"})
+            rows.put(t["payee"], {"balance": payee["balance"] + t["amount"]})
+            ctx.emit(done, {"seq": t["seq"], "outcome": "done"})
 
     app.nested("transfer", [withdraw, deposit], touches=touches, isolation=isolation, epoch=epoch)
     return app

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from bank.records import NAMESPACE, Account, Opening, Transfer, TransferOutcome
 from txstream import App, Isolation, Record, TxnContext
 
 
@@ -27,16 +28,17 @@ def build_app(
     epoch: int = 16,
     formulas: bool = False,
 ) -> App:
-    app = App(name)
-    opens = app.stream("opens", schema="bank.Opening", key_field="account")
-    transfers = app.stream("transfers", schema="bank.Transfer")
-    outcomes = app.stream("transfer_outcomes", schema="bank.TransferOutcome")
-    app.table("accounts", schema="bank.Account", key=("account",))
+    app = App(name, namespace=NAMESPACE)
+    opens = app.stream("opens", schema=Opening, key_field="account")
+    transfers = app.stream("transfers", schema=Transfer)
+    outcomes = app.stream("transfer_outcomes", schema=TransferOutcome)
+    accounts = app.table("accounts", schema=Account, key=("account",))
 
     @app.procedure(input=opens)
     def open_accounts(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        rows = ctx.table(accounts)
         for row in batch:
-            ctx.table("accounts").put(row["account"], {"balance": row["balance"]})
+            rows.put(row["account"], {"balance": row["balance"]})
 
     def touches(t: Record) -> list[tuple[str, int]]:
         return [("accounts", t["payer"]), ("accounts", t["payee"])]
@@ -45,9 +47,9 @@ def build_app(
         input=transfers, outputs=[outcomes], touches=touches, isolation=isolation, epoch=epoch
     )
     def transfer(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        accounts = ctx.table("accounts")
+        rows = ctx.table(accounts)
         for t in batch:
-            payer, payee = accounts.get(t["payer"]), accounts.get(t["payee"])
+            payer, payee = rows.get(t["payer"]), rows.get(t["payee"])
             if payer is None or payee is None:
                 outcome = "no_account"
             elif t["payer"] == t["payee"]:
@@ -55,14 +57,14 @@ def build_app(
             elif payer["balance"] < t["amount"]:
                 outcome = "insufficient_funds"
             elif formulas:
-                accounts.add(t["payer"], {"balance": -t["amount"]})
-                accounts.add(t["payee"], {"balance": t["amount"]})
+                rows.add(t["payer"], {"balance": -t["amount"]})
+                rows.add(t["payee"], {"balance": t["amount"]})
                 outcome = "done"
             else:
-                accounts.put(t["payer"], {"balance": payer["balance"] - t["amount"]})
-                accounts.put(t["payee"], {"balance": payee["balance"] + t["amount"]})
+                rows.put(t["payer"], {"balance": payer["balance"] - t["amount"]})
+                rows.put(t["payee"], {"balance": payee["balance"] + t["amount"]})
                 outcome = "done"
-            ctx.emit("transfer_outcomes", {"seq": t["seq"], "outcome": outcome})
+            ctx.emit(outcomes, {"seq": t["seq"], "outcome": outcome})
 
     return app
 

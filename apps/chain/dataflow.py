@@ -9,11 +9,25 @@ there for that batch (deterministically, as replay requires).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, TypedDict
 
-from txstream import App, Record, TxnContext
+from txstream import App, Record, Stream, Table, TxnContext
 
 BUCKETS = 16
+
+
+class Item(TypedDict):
+    """One tuple of the PE-trigger chain micro-benchmark."""
+
+    key: int
+    value: int
+
+
+class Total(TypedDict):
+    """A running sum kept by one stage of the chain, per key bucket."""
+
+    value: int
+    batches: int
 
 
 def build_app(
@@ -21,27 +35,33 @@ def build_app(
 ) -> App:
     if length < 1:
         raise ValueError(f"a chain needs at least one procedure, not {length}")
-    app = App(name, params={"length": length, "abort_every": abort_every}, recovery=recovery)
-    streams = [app.stream(f"s{i}", schema="chain.Item", key_field="key") for i in range(length)]
-    app.table("totals", schema="chain.Total")
+    app = App(name, params={"length": length, "abort_every": abort_every}, recovery=recovery,
+              namespace="chain")  # fmt: skip
+    streams = [app.stream(f"s{i}", schema=Item, key_field="key") for i in range(length)]
+    totals = app.table("totals", schema=Total)
     for i in range(length):
-        outputs = [streams[i + 1]] if i + 1 < length else []
-        app.procedure(input=streams[i], outputs=outputs, name=f"sp{i + 1}")(_stage(i, length))
+        after = streams[i + 1] if i + 1 < length else None
+        app.procedure(input=streams[i], outputs=[after] if after else [], name=f"sp{i + 1}")(
+            _stage(i, totals, after, abort_every)
+        )
     return app
 
 
-def _stage(i: int, length: int) -> Callable[[TxnContext, Sequence[Record]], None]:
+def _stage(
+    i: int, totals: Table, after: Stream | None, abort_every: int
+) -> Callable[[TxnContext, Sequence[Record]], None]:
+    """Stage i: add each tuple to its bucket's total, and pass it on to `after`."""
+
     def run(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        every = ctx.params["abort_every"]
-        if i == 1 and every and ctx.batch_id % every == 0:
+        if i == 1 and abort_every and ctx.batch_id % abort_every == 0:
             ctx.abort("chain_test", f"sp2 aborts batch {ctx.batch_id}")
-        totals = ctx.table("totals")
+        rows = ctx.table(totals)
         for tup in batch:
             key = (i, tup["key"] % BUCKETS)
-            row = totals.get(key) or {"value": 0, "batches": 0}
-            totals.put(key, {"value": row["value"] + tup["value"], "batches": row["batches"] + 1})
-            if i + 1 < length:
-                ctx.emit(f"s{i + 1}", {"key": tup["key"], "value": tup["value"] + 1})
+            row = rows.get(key) or {"value": 0, "batches": 0}
+            rows.put(key, {"value": row["value"] + tup["value"], "batches": row["batches"] + 1})
+            if after is not None:
+                ctx.emit(after, {"key": tup["key"], "value": tup["value"] + 1})
 
     return run
 

@@ -13,38 +13,39 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from txstream import App, Record, TxnContext
+from chain.dataflow import Item
+from txstream import App, Record, Table, TxnContext
 
 
 def build_app(length: int, name: str = "ee-chain", triggers: bool = True) -> App:
     if length < 1:
         raise ValueError(f"a chain needs at least one table, not {length}")
-    app = App(name, params={"length": length, "triggers": triggers})
-    s0 = app.stream("s0", schema="chain.Item", key_field="key")
-    for i in range(length):
-        app.table(f"e{i}", schema="chain.Item")
+    app = App(name, params={"length": length, "triggers": triggers}, namespace="chain")
+    s0 = app.stream("s0", schema=Item, key_field="key")
+    tables = [app.table(f"e{i}", schema=Item) for i in range(length)]
 
     @app.procedure(input=s0, name="sp")
     def sp(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        stages = 1 if triggers else length
+        stages = tables[:1] if triggers else tables
         for tup in batch:
-            for i in range(stages):
-                _write(ctx, i, tup["key"], tup["value"] + i)
+            for i, table in enumerate(stages):
+                _write(ctx, table, tup["key"], tup["value"] + i)
 
     if triggers:
         for i in range(length - 1):
-            app.on_insert(f"e{i}")(_pass_on(i + 1))
+            app.on_insert(tables[i])(_pass_on(tables[i + 1]))
     return app
 
 
-def _write(ctx: TxnContext, stage: int, key: int, value: int) -> None:
-    ctx.table(f"e{stage}").put(key, {"key": key, "value": value})
+def _write(ctx: TxnContext, table: Table, key: int, value: int) -> None:
+    ctx.table(table).put(key, {"key": key, "value": value})
 
 
-def _pass_on(stage: int) -> Callable[[TxnContext, Record], None]:
-    """The EE trigger on e(stage-1): insert the row into e(stage), one more in value."""
+def _pass_on(table: Table) -> Callable[[TxnContext, Record], None]:
+    """The EE trigger on the table before `table`: insert the row into `table`, one more
+    in value."""
 
     def fire(ctx: TxnContext, row: Record) -> None:
-        _write(ctx, stage, row["key"], row["value"] + 1)
+        _write(ctx, table, row["key"], row["value"] + 1)
 
     return fire

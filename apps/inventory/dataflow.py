@@ -20,11 +20,32 @@ where they run (`audit`, BASE). None may change what the rows' sums are: each ro
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any, TypedDict
 
-from txstream import App, Record, TxnContext
+from txstream import App, Record, Table, TxnContext
 
 NONNEGATIVE = "sum(qty) >= 0 group by item"
+
+
+@dataclass
+class Stock:
+    """One item's quantity at one site, its price there and how many audits counted it;
+    rows of one item live on every partition."""
+
+    item: int
+    site: int
+    qty: int
+    price: int = 0
+    audits: int = 0
+
+
+class Available(TypedDict):
+    """The 2PC path's count of an item's units not yet reserved, on the item's own
+    partition."""
+
+    item: int
+    qty: int
 
 
 class Site(TypedDict):
@@ -57,12 +78,12 @@ class Claim(TypedDict):
 
 
 def build_app(name: str = "inventory") -> App:
-    app = App(name)
-    app.table("stock", schema="inventory.Stock", key=("item", "site"), aggregates=[NONNEGATIVE])
-    app.table("acid_stock", schema="inventory.Stock", key=("item", "site"))
-    app.table(
+    app = App(name, namespace="inventory")
+    stock = app.table("stock", schema=Stock, key=("item", "site"), aggregates=[NONNEGATIVE])
+    acid_stock = app.table("acid_stock", schema=Stock, key=("item", "site"))
+    available = app.table(
         "available",
-        schema="inventory.Available",
+        schema=Available,
         key=("item",),
         constraints={"qty >= 0": lambda row: row["qty"] >= 0},
     )
@@ -72,7 +93,7 @@ def build_app(name: str = "inventory") -> App:
         """A site's rows, empty (a row under an aggregation constraint starts at 0)."""
         key = (params["item"], params["site"])
         row = {"item": params["item"], "site": params["site"], "qty": 0, "price": 0, "audits": 0}
-        for table in ("stock", "acid_stock"):
+        for table in (stock, acid_stock):
             if ctx.table(table).get(key) is None:
                 ctx.table(table).put(key, row)
         return 1
@@ -80,7 +101,7 @@ def build_app(name: str = "inventory") -> App:
     @app.transaction(params=Units)
     def restock(ctx: TxnContext, params: Record) -> int:
         """Promised: units arrive at a site."""
-        row = ctx.table("stock").add((params["item"], params["site"]), {"qty": params["qty"]})
+        row = ctx.table(stock).add(_site_key(params), {"qty": params["qty"]})
         return int(row["qty"])
 
     @app.transaction(params=Units)
@@ -90,7 +111,7 @@ def build_app(name: str = "inventory") -> App:
         if params["qty"] <= 0:
             ctx.abort("bad_qty", f"reserve {params['qty']} units: give a positive number")
         key = (params["item"], params["site"])
-        row = ctx.table("stock").add(key, {"qty": -params["qty"]})
+        row = ctx.table(stock).add(key, {"qty": -params["qty"]})
         return int(row["qty"])
 
     @app.transaction(params=Priced)
@@ -99,57 +120,57 @@ def build_app(name: str = "inventory") -> App:
         after the add: it lands as the fields it changed, on the row as it then stands)."""
         if params["qty"] <= 0:
             ctx.abort("bad_qty", f"reserve {params['qty']} units: give a positive number")
-        stock, key = ctx.table("stock"), _site_key(params)
-        row = stock.add(key, {"qty": -params["qty"]})
-        stock.put(key, {**row, "price": params["price"]})
+        rows, key = ctx.table(stock), _site_key(params)
+        row = rows.add(key, {"qty": -params["qty"]})
+        rows.put(key, {**row, "price": params["price"]})
         return int(row["qty"])
 
     @app.transaction(params=Price)
     def set_price(ctx: TxnContext, params: Record) -> int:
         """ACID: a site's price (two sites' in one call are one 2PC transaction); the row is
         read and written whole, its quantity as it stands."""
-        row = _existing(ctx, "stock", params)
-        ctx.table("stock").put(_site_key(params), {**row, "price": params["price"]})
+        row = _existing(ctx, stock, params)
+        ctx.table(stock).put(_site_key(params), {**row, "price": params["price"]})
         return int(row["qty"])
 
     @app.transaction(params=Site)
     def audit(ctx: TxnContext, params: Record) -> int:
         """BASE: count the site once more, committed on its partition when it runs."""
-        row = _existing(ctx, "stock", params)
-        ctx.table("stock").put(_site_key(params), {**row, "audits": row["audits"] + 1})
+        row = _existing(ctx, stock, params)
+        ctx.table(stock).put(_site_key(params), {**row, "audits": row["audits"] + 1})
         return int(row["qty"])
 
     @app.transaction(params=Units)
     def acid_restock(ctx: TxnContext, params: Record) -> int:
         """2PC path: units arrive at a site (this fragment) ..."""
-        return _site(ctx, params, +params["qty"])
+        return _site(ctx, acid_stock, params, +params["qty"])
 
     @app.transaction(params=Claim)
     def release(ctx: TxnContext, params: Record) -> int:
         """... and count as available on the item's partition (the other fragment)."""
-        return _available(ctx, params, +params["qty"])
+        return _available(ctx, available, params, +params["qty"])
 
     @app.transaction(params=Units)
     def take(ctx: TxnContext, params: Record) -> int:
         """2PC path: take units at a site ..."""
-        return _site(ctx, params, -params["qty"])
+        return _site(ctx, acid_stock, params, -params["qty"])
 
     @app.transaction(params=Claim)
     def claim(ctx: TxnContext, params: Record) -> int:
         """... and claim them from the item's available count, which may not go below 0."""
-        return _available(ctx, params, -params["qty"])
+        return _available(ctx, available, params, -params["qty"])
 
     return app
 
 
-def _site(ctx: TxnContext, params: Record, units: int) -> int:
+def _site(ctx: TxnContext, acid_stock: Table, params: Record, units: int) -> int:
     """The 2PC path's site row, `units` more (or fewer); its new quantity."""
-    row = _existing(ctx, "acid_stock", params)
-    ctx.table("acid_stock").put(_site_key(params), {**row, "qty": row["qty"] + units})
+    row = _existing(ctx, acid_stock, params)
+    ctx.table(acid_stock).put(_site_key(params), {**row, "qty": row["qty"] + units})
     return int(row["qty"] + units)
 
 
-def _existing(ctx: TxnContext, table: str, params: Record) -> Record:
+def _existing(ctx: TxnContext, table: Table, params: Record) -> Record:
     """The site's row of `table`; the transaction aborts `no_site` if there is none."""
     row = ctx.table(table).get(_site_key(params))
     if row is None:
@@ -158,10 +179,10 @@ def _existing(ctx: TxnContext, table: str, params: Record) -> Record:
     return row
 
 
-def _available(ctx: TxnContext, params: Record, units: int) -> int:
+def _available(ctx: TxnContext, available: Table, params: Record, units: int) -> int:
     """The 2PC path's count of an item's units not reserved, `units` more or fewer; the
     table's constraint aborts it below 0."""
-    rows = ctx.table("available")
+    rows = ctx.table(available)
     row = rows.get(params["item"]) or {"item": params["item"], "qty": 0}
     rows.put(params["item"], {**row, "qty": row["qty"] + units})
     return int(row["qty"] + units)

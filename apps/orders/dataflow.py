@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from txstream import App, Record, TxnContext
+from orders.records import NAMESPACE, Account, Event, Item, OrderSeen, Outcome
+from txstream import App, Record, TableView, TxnContext
 
 CONFIRMED = "confirmed"
 APPLIED = "applied"
@@ -34,37 +35,40 @@ def touches(event: Record) -> Iterable[tuple[str, int]]:
 
 
 def build_app(name: str = "orders") -> App:
-    app = App(name)
-    items_in = app.stream("items_in", schema="orders.Item", key_field="item")
-    accounts_in = app.stream("accounts_in", schema="orders.Account", key_field="customer")
-    events = app.stream("events", schema="orders.Event")
-    outcomes = app.stream("order_outcomes", schema="orders.Outcome")
-    app.table("items", schema="orders.Item", key=("item",))
-    app.table("accounts", schema="orders.Account", key=("customer",))
-    app.table("order_ids", schema="orders.OrderSeen", key=("order_id",))
+    app = App(name, namespace=NAMESPACE)
+    items_in = app.stream("items_in", schema=Item, key_field="item")
+    accounts_in = app.stream("accounts_in", schema=Account, key_field="customer")
+    events = app.stream("events", schema=Event)
+    outcomes = app.stream("order_outcomes", schema=Outcome)
+    items = app.table("items", schema=Item, key=("item",))
+    accounts = app.table("accounts", schema=Account, key=("customer",))
+    order_ids = app.table("order_ids", schema=OrderSeen, key=("order_id",))
 
     @app.procedure(input=items_in)
     def load_items(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        rows = ctx.table(items)
         for row in batch:
-            ctx.table("items").put(row["item"], {**row, "sold": 0})
+            rows.put(row["item"], {**row, "sold": 0})
 
     @app.procedure(input=accounts_in)
     def load_accounts(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        rows = ctx.table(accounts)
         for row in batch:
-            ctx.table("accounts").put(row["customer"], row)
+            rows.put(row["customer"], row)
 
     @app.procedure(input=events, outputs=[outcomes], touches=touches)
     def shop(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        seen, stock, funds = ctx.table(order_ids), ctx.table(items), ctx.table(accounts)
         for event in batch:
             kind = event["kind"]
             if kind == "O":
-                outcome, revenue = _order(ctx, event)
+                outcome, revenue = _order(event, seen, stock, funds)
             elif kind == "R":
-                outcome, revenue = _restock(ctx, event), 0
+                outcome, revenue = _restock(event, stock), 0
             else:
-                outcome, revenue = _top_up(ctx, event), 0
+                outcome, revenue = _top_up(event, funds), 0
             ctx.emit(
-                "order_outcomes",
+                outcomes,
                 {
                     "seq": event["seq"],
                     "kind": kind,
@@ -82,8 +86,9 @@ def from_params(params: Mapping[str, Any]) -> App:
     return build_app(str(params.get("name", "orders")))
 
 
-def _order(ctx: TxnContext, event: Record) -> tuple[str, int]:
-    seen, items, accounts = ctx.table("order_ids"), ctx.table("items"), ctx.table("accounts")
+def _order(
+    event: Record, seen: TableView, items: TableView, accounts: TableView
+) -> tuple[str, int]:
     order_id, qty = event["order_id"], event["amount"]
     if seen.get(order_id) is not None:
         return "duplicate_order", 0
@@ -101,8 +106,7 @@ def _order(ctx: TxnContext, event: Record) -> tuple[str, int]:
     return CONFIRMED, cost
 
 
-def _restock(ctx: TxnContext, event: Record) -> str:
-    items = ctx.table("items")
+def _restock(event: Record, items: TableView) -> str:
     item = items.get(event["item"])
     if item is None or event["amount"] <= 0:
         return "invalid_restock"
@@ -110,8 +114,7 @@ def _restock(ctx: TxnContext, event: Record) -> str:
     return APPLIED
 
 
-def _top_up(ctx: TxnContext, event: Record) -> str:
-    accounts = ctx.table("accounts")
+def _top_up(event: Record, accounts: TableView) -> str:
     account = accounts.get(event["customer"])
     if account is None or event["amount"] <= 0:
         return "invalid_topup"

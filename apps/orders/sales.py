@@ -15,38 +15,39 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from orders.records import NAMESPACE, Event, ItemTotal, OrderSeen, Sales
 from txstream import App, Record, TableView, TxnContext
 
 Counts = dict[int, tuple[int, int]]  # key -> (orders, units)
 
 
 def build_app(name: str = "sales", ordered: bool = True) -> App:
-    app = App(name)
-    events = app.stream("sales_events", schema="orders.Event", key_field="customer")
-    accepted = app.stream("accepted_orders", schema="orders.Event")
-    totals = app.stream("item_totals", schema="orders.ItemTotal")
-    app.table("placed", schema="orders.OrderSeen", key=("customer", "order_id"))
-    app.table("customer_sales", schema="orders.Sales", key=("customer",))
-    app.table("item_sales", schema="orders.Sales", key=("item",))
+    app = App(name, namespace=NAMESPACE)
+    events = app.stream("sales_events", schema=Event, key_field="customer")
+    accepted = app.stream("accepted_orders", schema=Event)
+    totals = app.stream("item_totals", schema=ItemTotal)
+    placed_orders = app.table("placed", schema=OrderSeen, key=("customer", "order_id"))
+    customer_sales = app.table("customer_sales", schema=Sales, key=("customer",))
+    item_sales = app.table("item_sales", schema=Sales, key=("item",))
 
     @app.procedure(input=events, outputs=[accepted])
     def accept(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        placed, sales = ctx.table("placed"), ctx.table("customer_sales")
+        placed, sales = ctx.table(placed_orders), ctx.table(customer_sales)
         for event in batch:
             key = (event["customer"], event["order_id"])
             if event["kind"] != "O" or event["amount"] <= 0 or placed.get(key) is not None:
                 continue
             placed.put(key, {"seq": event["seq"]})
             _count(sales, event["customer"], event["amount"])
-            ctx.emit("accepted_orders", event)
+            ctx.emit(accepted, event)
 
     @app.procedure(input=accepted, outputs=[totals], partition_by="item", ordered=ordered)
     def tally(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        sales = ctx.table("item_sales")
+        sales = ctx.table(item_sales)
         for order in batch:
             orders, units = _count(sales, order["item"], order["amount"])
-            ctx.emit("item_totals", {"seq": order["seq"], "item": order["item"],
-                                     "orders": orders, "units": units})  # fmt: skip
+            ctx.emit(totals, {"seq": order["seq"], "item": order["item"],
+                              "orders": orders, "units": units})  # fmt: skip
 
     return app
 

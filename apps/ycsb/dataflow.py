@@ -16,6 +16,21 @@ FIELDS = tuple(f"field{i}" for i in range(10))
 FIELD_LENGTH = 100
 
 
+class Row(TypedDict):
+    """One row of YCSB's usertable: ten text fields (YCSB's default), keyed by a long."""
+
+    field0: str
+    field1: str
+    field2: str
+    field3: str
+    field4: str
+    field5: str
+    field6: str
+    field7: str
+    field8: str
+    field9: str
+
+
 class Load(TypedDict):
     keys: list[int]
 
@@ -36,25 +51,25 @@ def row_of(key: int) -> Record:
 
 
 def build_app(name: str = "ycsb") -> App:
-    app = App(name)
-    app.table("usertable", schema="ycsb.Record", key=("key",))
+    app = App(name, namespace="ycsb")
+    usertable = app.table("usertable", schema=Row, key=("key",))
 
     @app.transaction(params=Load)
     def load(ctx: TxnContext, params: Record) -> int:
-        rows = ctx.table("usertable")
+        rows = ctx.table(usertable)
         for key in params["keys"]:
             rows.put(key, row_of(key))
         return len(params["keys"])
 
     @app.transaction(params=Read)
     def read(ctx: TxnContext, params: Record) -> Record | None:
-        return ctx.table("usertable").get(params["id"])
+        return ctx.table(usertable).get(params["id"])
 
     @app.transaction(params=Update)
     def update(ctx: TxnContext, params: Record) -> int:
         if params["field"] not in FIELDS:
             ctx.abort("no_field", f"usertable has no field {params['field']!r}")
-        rows = ctx.table("usertable")
+        rows = ctx.table(usertable)
         row = rows.get(params["id"])
         if row is None:
             ctx.abort("no_row", f"no usertable row {params['id']}")
