@@ -30,16 +30,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Producer
 from machine_info import Column, markdown, write_report
 
 from bank.stream_transfers import build_app
 from bank.transfer_reference import reference
 from orders.commits import CommitWatch
-from txstream import Isolation
+from txstream import BatchProducer, Isolation
 from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import send, transactional_producer_config
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_app_topics
@@ -47,7 +45,6 @@ from txstream.model.app import App
 from txstream.model.declarations import Record
 from txstream.recovery.changelog import committed_tables
 from txstream.schemas.codec import BatchCodec
-from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.stack import Stack
 from txstream.stack.supervisor import Policy, Supervised
 from txstream.state.codec import StateCodec
@@ -85,21 +82,10 @@ class TransfersRun:
         name = f"transfers-{uuid.uuid4().hex[:10]}"
         self.app: App = build_app(name, isolation, epoch, formulas)
         self.topics = AppTopics(self.app.name)
-        registry = SchemaRegistry(settings.schema_dir)
-        self.registry = registry
+        self.registry = self.app.schema_registry(settings.schema_dir)
         self.codecs = {
-            s.name: BatchCodec(registry.get(s.schema)) for s in self.app.decl.streams.values()
+            s.name: BatchCodec(self.registry.get(s.schema)) for s in self.app.decl.streams.values()
         }
-
-    def _producer(self) -> Producer:
-        conf = transactional_producer_config(self.settings, f"loader-{self.app.name}")
-        producer = Producer({**conf, "linger.ms": 5})
-        producer.init_transactions(60)
-        return producer
-
-    def _send(self, producer: Producer, stream: str, p: int, batch_id: int, rows: Any) -> None:
-        value = self.codecs[stream].encode(stream, batch_id, rows)
-        send(producer, self.topics.stream(stream), value, partition=p)
 
     def run(self, transfers: list[Record]) -> dict[str, Any]:
         services = self.start()
@@ -116,17 +102,15 @@ class TransfersRun:
         past the openings."""
         a, parts = self.args, self.args.partitions
         ensure_app_topics(TopicAdmin(self.settings), self.app, parts)
-        self.producer = self._producer()
+        self.producer = BatchProducer(self.app, self.settings)
         rows: list[list[Record]] = [[] for _ in range(parts)]
         for acct in range(a.accounts):
             rows[partition_of((acct,), parts)].append({"account": acct, "balance": OPENING})
         opened = [0] * parts
-        self.producer.begin_transaction()
-        for p, part_rows in enumerate(rows):
-            for start in range(0, len(part_rows), 1000):
-                opened[p] += 1
-                self._send(self.producer, "opens", p, opened[p], part_rows[start : start + 1000])
-        self.producer.commit_transaction()
+        with self.producer.transaction():  # each chunk goes to its accounts' partition
+            for p, part_rows in enumerate(rows):
+                for start in range(0, len(part_rows), 1000):
+                    opened[p] = self.producer.send("opens", part_rows[start : start + 1000])
         services = [*self._workers(), *extra]
         self.watch = CommitWatch(self.settings, self.topics.commits, parts)
         try:
@@ -139,17 +123,13 @@ class TransfersRun:
         return services
 
     def send_transfers(self, transfers: list[Record]) -> int:
-        """Every transfer batch to every partition; the number of batches."""
+        """Every transfer batch (to every partition: `transfer` spans them), committed 2,000
+        batches a transaction; the number of batches."""
         batches = [transfers[i : i + self.k] for i in range(0, len(transfers), self.k)]
-        producer = self.producer
-        producer.begin_transaction()
-        for b, batch in enumerate(batches, 1):
-            for p in range(self.args.partitions):
-                self._send(producer, "transfers", p, b, batch)
-            if b % 2000 == 0:
-                producer.commit_transaction()
-                producer.begin_transaction()
-        producer.commit_transaction()
+        for start in range(0, len(batches), 2000):
+            with self.producer.transaction():
+                for b, batch in enumerate(batches[start : start + 2000], start + 1):
+                    self.producer.send("transfers", batch, batch_id=b)
         return len(batches)
 
     def wait_transfers(self, batches: int, services: list[Supervised]) -> None:

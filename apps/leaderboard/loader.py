@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -11,43 +12,25 @@ from confluent_kafka import Producer
 
 from leaderboard.reference_data import reference_batches
 from leaderboard.votes_file import iter_batches
+from txstream import BatchProducer
 from txstream.config import Settings
-from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import (
-    idempotent_producer_config,
-    send,
-    transactional_producer_config,
-)
-from txstream.kafka.topics import AppTopics, ensure_topics
+from txstream.kafka.clients import idempotent_producer_config, send
 from txstream.model.app import App
-from txstream.schemas.codec import BatchCodec
-from txstream.schemas.registry import SchemaRegistry
 
 
 class Loader:
-    def __init__(self, settings: Settings, app: App) -> None:
-        self.topics = AppTopics(app.name)
-        self.app = app
-        ensure_topics(TopicAdmin(settings), self.topics, app.decl.streams, partitions=1)
-        registry = SchemaRegistry(settings.schema_dir)
-        self.codecs = {
-            s.name: BatchCodec(registry.get(s.schema)) for s in app.decl.streams.values()
-        }
-        self.producer = Producer(
-            {**transactional_producer_config(settings, f"loader-{app.name}"), "linger.ms": 5}
-        )
-        self.producer.init_transactions(60)
+    """The Leaderboard's input, sent by the public `BatchProducer` (schema-checked rows,
+    transactions)."""
 
-    def _send(self, stream: str, batch_id: int, tuples: list[dict[str, object]]) -> None:
-        value = self.codecs[stream].encode(stream, batch_id, tuples)
-        send(self.producer, self.topics.stream(stream), value)
+    def __init__(self, settings: Settings, app: App) -> None:
+        self.app = app
+        self.producer = BatchProducer(app, settings)
 
     def load_reference_data(self) -> None:
         """Contestants and area codes, as batch 1 of their streams, in one transaction."""
-        self.producer.begin_transaction()
-        for stream, tuples in reference_batches(self.app.params["contestants"]).items():
-            self._send(stream, 1, tuples)
-        self.producer.commit_transaction()
+        with self.producer.transaction():
+            for stream, tuples in reference_batches(self.app.params["contestants"]).items():
+                self.producer.send(stream, tuples, batch_id=1)
 
     def load_votes(
         self,
@@ -59,16 +42,14 @@ class Loader:
         """Every batch of the file, committed in transactions of `commit_every` batches;
         `progress` is told the last batch id of each."""
         last = 0
-        self.producer.begin_transaction()
-        for batch in iter_batches(votes, batch_size):
-            self._send("votes", batch.batch_id, [dataclasses.asdict(v) for v in batch.votes])
-            last = batch.batch_id
-            if last % commit_every == 0:
-                self.producer.commit_transaction()
-                if progress is not None:
-                    progress(last)
-                self.producer.begin_transaction()
-        self.producer.commit_transaction()
+        batches = iter_batches(votes, batch_size)
+        while chunk := list(itertools.islice(batches, commit_every)):
+            with self.producer.transaction():
+                for batch in chunk:
+                    rows = [dataclasses.asdict(v) for v in batch.votes]
+                    last = self.producer.send("votes", rows, batch_id=batch.batch_id)
+            if progress is not None:
+                progress(last)
         return last
 
 

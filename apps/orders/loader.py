@@ -8,19 +8,14 @@ each batch of events goes to every partition: every engine sees the whole sequen
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Sequence
-
-from confluent_kafka import Producer
+from collections.abc import Callable
 
 from orders.files import Event, Order, Restock, Shop, batches
+from txstream import BatchProducer
 from txstream.config import Settings
-from txstream.kafka.clients import send, transactional_producer_config
 from txstream.kafka.routing import partition_of
-from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.declarations import Record
-from txstream.schemas.codec import BatchCodec
-from txstream.schemas.registry import SchemaRegistry
 
 ROWS_PER_BATCH = 1_000
 
@@ -50,21 +45,12 @@ def event_batches(shop: Shop, batch_size: int) -> list[list[Record]]:
 
 
 class ShopLoader:
-    def __init__(self, settings: Settings, app: App, partitions: int) -> None:
-        self.topics = AppTopics(app.name)
-        self.partitions = partitions
-        registry = SchemaRegistry(settings.schema_dir)
-        self.codecs = {
-            s.name: BatchCodec(registry.get(s.schema)) for s in app.decl.streams.values()
-        }
-        self.producer = Producer(
-            {**transactional_producer_config(settings, f"loader-{app.name}"), "linger.ms": 5}
-        )
-        self.producer.init_transactions(60)
+    """The shop's input, sent by the public `BatchProducer` (schema-checked rows, placed by
+    key, in transactions)."""
 
-    def _send(self, stream: str, partition: int, batch_id: int, tuples: Sequence[Record]) -> None:
-        value = self.codecs[stream].encode(stream, batch_id, list(tuples))
-        send(self.producer, self.topics.stream(stream), value, partition=partition)
+    def __init__(self, settings: Settings, app: App, partitions: int) -> None:
+        self.partitions = partitions
+        self.producer = BatchProducer(app, settings)
 
     def load_catalogue(self, shop: Shop) -> dict[str, list[int]]:
         """Items and accounts, each on its key's partition, in one transaction. Returns
@@ -80,15 +66,12 @@ class ShopLoader:
             row = {"customer": c.customer, "balance": c.balance}
             rows["accounts_in"][partition_of((c.customer,), self.partitions)].append(row)
         last: dict[str, list[int]] = {s: [0] * self.partitions for s in rows}
-        self.producer.begin_transaction()
-        for stream, per_partition in rows.items():
-            for p, part_rows in enumerate(per_partition):
-                for start in range(0, len(part_rows), ROWS_PER_BATCH):
-                    last[stream][p] += 1
-                    self._send(
-                        stream, p, last[stream][p], part_rows[start : start + ROWS_PER_BATCH]
-                    )
-        self.producer.commit_transaction()
+        with self.producer.transaction():
+            for stream, per_partition in rows.items():
+                for p, part_rows in enumerate(per_partition):
+                    for start in range(0, len(part_rows), ROWS_PER_BATCH):
+                        chunk = part_rows[start : start + ROWS_PER_BATCH]
+                        last[stream][p] = self.producer.send(stream, chunk)
         return last
 
     def load_events(
@@ -97,40 +80,36 @@ class ShopLoader:
         progress: Callable[[int], None] | None = None,
         commit_every: int = 2_000,
     ) -> int:
-        """Every batch to every partition, committed in transactions of `commit_every`
-        batches; `progress` is told the last batch id of each. Returns the last batch id."""
+        """Every batch (to every partition: the stream is a spanning procedure's input),
+        committed in transactions of `commit_every` batches; `progress` is told the last
+        batch id of each. Returns the last batch id."""
         last = 0
-        self.producer.begin_transaction()
-        for batch_id, tuples in enumerate(event_batches, 1):
-            for p in range(self.partitions):
-                self._send("events", p, batch_id, tuples)
-            last = batch_id
-            if last % commit_every == 0:
-                self.producer.commit_transaction()
-                if progress is not None:
-                    progress(last)
-                self.producer.begin_transaction()
-        self.producer.commit_transaction()
-        if progress is not None:
-            progress(last)
+        for start in range(0, len(event_batches), commit_every):
+            with self.producer.transaction():
+                for offset, tuples in enumerate(event_batches[start : start + commit_every]):
+                    last = self.producer.send("events", tuples, batch_id=start + offset + 1)
+            if progress is not None:
+                progress(last)
         return last
 
     def load_paced(
         self, event_batches: list[list[Record]], rate: float, sent: Callable[[int, float], None]
     ) -> None:
-        """Every batch to every partition at `rate` batches per second, each told to
-        `sent(batch id, monotonic time it was due)`; a transaction commits every 5 ms at
-        most, so latency measured from the due time includes the producer's share."""
-        started = last_commit = time.monotonic()
-        self.producer.begin_transaction()
-        for batch_id, tuples in enumerate(event_batches, 1):
-            due = started + (batch_id - 1) / rate
-            time.sleep(max(0.0, due - time.monotonic()))
-            for p in range(self.partitions):
-                self._send("events", p, batch_id, tuples)
-            sent(batch_id, due)
-            if time.monotonic() - last_commit >= 0.005:
-                self.producer.commit_transaction()
-                self.producer.begin_transaction()
-                last_commit = time.monotonic()
-        self.producer.commit_transaction()
+        """Every batch at `rate` batches per second, each told to `sent(batch id, monotonic
+        time it was due)`; a transaction commits every 5 ms at most, so latency measured
+        from the due time includes the producer's share."""
+        started = time.monotonic()
+        pending = iter(enumerate(event_batches, 1))
+        more = True
+        while more:
+            more = False
+            with self.producer.transaction():
+                commit_at = time.monotonic() + 0.005
+                for batch_id, tuples in pending:
+                    due = started + (batch_id - 1) / rate
+                    time.sleep(max(0.0, due - time.monotonic()))
+                    self.producer.send("events", tuples, batch_id=batch_id)
+                    sent(batch_id, due)
+                    if time.monotonic() >= commit_at:
+                        more = True
+                        break

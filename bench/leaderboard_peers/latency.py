@@ -24,6 +24,7 @@ from typing import Any
 from confluent_kafka import Consumer, Producer, TopicPartition
 from matplotlib.figure import Figure
 
+from bench.leaderboard_peers.raw_batches import codecs_of
 from leaderboard.commits import wait_for_batches
 from leaderboard.dataflow import Params, build_app
 from leaderboard.loader import Loader
@@ -199,7 +200,7 @@ def _paced(
     the seconds from the first send to the last batch committed."""
     notices = _Notices(settings, topics.commits)
     notices.start()
-    topic, codec = topics.stream("votes"), loader.codecs["votes"]
+    topic, codec = topics.stream("votes"), codecs_of(settings, loader.app)["votes"]
     last_id = batches[-1][0]
     records = [(b, codec.encode("votes", b, tuples)) for b, tuples in batches]
     deadline = time.monotonic() + len(batches) / rate + 120

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 from bench.leaderboard_peers.check import Measured
+from bench.leaderboard_peers.raw_batches import codecs_of, transactional_producer
 from leaderboard.dataflow import Params, build_app
-from leaderboard.loader import Loader
 from leaderboard.reference_data import reference_batches
 from leaderboard.results import REJECT_REASONS, result_document
 from leaderboard.votes_file import iter_batches
@@ -35,9 +35,13 @@ from txstream.kafka.clients import read_committed_consumer_config, send
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_topics
 from txstream.runtime.task import PartitionTask
+from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import decode_record
 from txstream.schemas.registry import SchemaRegistry
 from txstream.stack.supervisor import Policy, Supervised
+
+# the sends are by hand: reference data goes to every partition (`raw_batches`)
+_Raw = tuple[Producer, dict[str, BatchCodec]]
 
 GUARANTEES = "ACID nested transaction per batch; order per partition only; exactly-once"
 
@@ -76,23 +80,25 @@ def _board(tables: dict[str, Any]) -> dict[str, Any]:
     return doc
 
 
-def _load_reference(loader: Loader, topics: AppTopics, partitions: int, params: Params) -> None:
+def _load_reference(loader: _Raw, topics: AppTopics, partitions: int, params: Params) -> None:
     """Contestants and area codes, as batch 1 of their streams on every partition."""
+    producer, codecs = loader
     batches = reference_batches(params.contestants)
-    loader.producer.begin_transaction()
+    producer.begin_transaction()
     for p in range(partitions):
         for stream, tuples in batches.items():
-            value = loader.codecs[stream].encode(stream, 1, tuples)
-            send(loader.producer, topics.stream(stream), value, partition=p)
-    loader.producer.commit_transaction()
+            value = codecs[stream].encode(stream, 1, tuples)
+            send(producer, topics.stream(stream), value, partition=p)
+    producer.commit_transaction()
 
 
 def _load_votes(
-    loader: Loader, topic: str, votes: Path, batch_size: int, partitions: int
+    loader: _Raw, topic: str, votes: Path, batch_size: int, partitions: int
 ) -> tuple[dict[int, int], int]:
     """The votes, by phone number; returns the last batch id sent to each partition, and the
     number of batches."""
-    producer, codec = loader.producer, loader.codecs["votes"]
+    producer, codecs = loader
+    codec = codecs["votes"]
     last: dict[int, int] = {}
     count = 0
     producer.begin_transaction()
@@ -153,7 +159,7 @@ def run(
     tags.append(app.name)
     topics = AppTopics(app.name)
     ensure_topics(TopicAdmin(settings), topics, app.decl.streams, partitions=partitions)
-    loader = Loader(settings, app)
+    loader = (transactional_producer(settings, app), codecs_of(settings, app))
     spec = json.dumps({**dataclasses.asdict(params), "name": app.name})
     workers = [
         Supervised(
