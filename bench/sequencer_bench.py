@@ -26,7 +26,7 @@ from txstream.config import Settings
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import idempotent_producer_config, send
 from txstream.kafka.topics import AppTopics
-from txstream_sequencer.config import load_config
+from txstream.sequencer_config import load_config
 from txstream_sequencer.runtime import Sequencer
 
 

@@ -4,17 +4,21 @@ that failed."""
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Sequence
-from typing import TypedDict
+from pathlib import Path
+from typing import Any, TypedDict
 
 import pytest
 
 from tests.support.kafka_env import KafkaEnv
 from txstream import App, BatchError, BatchProducer, Record, TxnContext
+from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.schemas import BatchCodec
+from txstream.sequencer_config import Route, SequencerConfig
 
 pytestmark = pytest.mark.kafka
 
@@ -99,3 +103,75 @@ def test_a_bad_batch_or_a_failed_transaction_leaves_nothing(kafka: KafkaEnv) -> 
     assert sorted(b for batches in placed.values() for b in batches) == [
         (1, [{"user": "cy", "page": "/z"}])
     ]
+
+
+def sequencer_config(app: App) -> SequencerConfig:
+    """Three routes to the clicks stream's app: batch ids in a field, in a header, and
+    sealed by the sequencer's own policy (each to a stream of its own)."""
+    ids: list[tuple[str, dict[str, Any]]] = [
+        ("clicks", {"batch_id_field": "batch"}),
+        ("more_clicks", {"batch_id_header": "batch"}),
+        ("policy_clicks", {"policy_events": 10}),
+    ]
+    routes = [
+        Route.model_validate({"topic": f"{app.name}.raw-{stream}", "app": app.name,
+                              "stream": stream, "schema": "x.Click", **how})
+        for stream, how in ids
+    ]  # fmt: skip
+    return SequencerConfig.model_validate({"name": f"seq-{app.name}", "routes": routes})
+
+
+def raw(kafka: KafkaEnv, topic: str) -> list[tuple[Any, dict[str, Any]]]:
+    """Each committed record of `topic`: its JSON value and its headers."""
+    records = read_to_committed_end(kafka.settings, topic, 0)
+    return [(json.loads(m.value() or b""), dict(m.headers() or [])) for m in records]
+
+
+def test_raw_events_go_to_the_sequencer_route_of_their_stream_checked_first(
+    kafka: KafkaEnv,
+) -> None:
+    app = clicks_app()
+    app.stream("more_clicks", schema=Click)
+    app.stream("policy_clicks", schema=Click)
+    config = sequencer_config(app)
+    admin = TopicAdmin(kafka.settings)
+    for route in config.routes:
+        admin.create_topic(route.topic, 1)
+    rows = [{"user": "ann", "page": "/a"}, {"user": "bob", "page": "/b"}]
+    with BatchProducer(app, kafka.settings, sequencer=config) as producer:
+        assert producer.send_events("clicks", rows, batch_id=4) == 2
+        assert producer.send_events(app.decl.streams["more_clicks"], rows[:1], batch_id=9) == 1
+        assert producer.send_events("policy_clicks", rows) == 2
+        with pytest.raises(BatchError, match=r"stream 'clicks': event 1: .*page"):
+            producer.send_events("clicks", [rows[0], {"user": "cy", "page": 7}], batch_id=5)
+        with pytest.raises(BatchError, match="from 'batch': give batch_id"):
+            producer.send_events("clicks", rows)
+        with pytest.raises(BatchError, match=r"its own policy.*batch_id=3"):
+            producer.send_events("policy_clicks", rows, batch_id=3)
+        with pytest.raises(BatchError, match=r"'seen' is the output of procedure 'copy'"):
+            producer.send_events("seen", rows)
+    assert raw(kafka, f"{app.name}.raw-clicks") == [
+        ({"user": "ann", "page": "/a", "batch": 4}, {}),
+        ({"user": "bob", "page": "/b", "batch": 4}, {}),
+    ], "a refused event takes the others of its call with it"
+    header = raw(kafka, f"{app.name}.raw-more_clicks")
+    assert header == [({"user": "ann", "page": "/a"}, {"batch": b"9"})]
+    assert [v for v, _ in raw(kafka, f"{app.name}.raw-policy_clicks")] == rows
+
+
+def test_raw_events_need_the_sequencers_configuration(kafka: KafkaEnv, tmp_path: Path) -> None:
+    app = clicks_app()
+    with (
+        BatchProducer(app, kafka.settings) as producer,
+        pytest.raises(BatchError, match=r"BatchProducer\(app, sequencer="),
+    ):
+        producer.send_events("clicks", [])
+    toml = tmp_path / "sequencer.toml"
+    toml.write_text('name = "s"\n[[routes]]\ntopic = "t"\napp = "other"\nstream = "clicks"\n'
+                    'schema = "x.Click"\npolicy_ms = 100\n')  # fmt: skip
+    expected = f"no route to stream 'clicks' of app '{app.name}'; it routes to none of its"
+    with (
+        BatchProducer(app, kafka.settings, sequencer=toml) as producer,
+        pytest.raises(BatchError, match=expected),
+    ):
+        producer.send_events("clicks", [])

@@ -6,7 +6,6 @@ next run, each once."""
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 import signal
@@ -19,13 +18,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Producer
 
 from tests.support.kafka_env import free_port
 from txstream import App, BatchProducer
 from txstream.config import Settings, project_root
 from txstream.kafka.admin import TopicAdmin
-from txstream.kafka.clients import common_config
 from txstream.kafka.read import read_to_committed_end
 from txstream.pids import is_alive
 from txstream.schemas import BatchCodec
@@ -187,17 +184,17 @@ def test_run_with_a_sequencer_seals_raw_events_of_a_typed_stream(
     tmp_path: Path, loop: Loop
 ) -> None:
     """`--sequencer`: the sequencer runs too and finds the route's schema, derived from
-    the app's TypedDict, in the app (no `.avsc` exists); SIGINT stops it with the rest."""
+    the app's TypedDict, in the app (no `.avsc` exists); raw events sent to its route by
+    `BatchProducer.send_events` come out sealed; SIGINT stops it with the rest."""
     (tmp_path / "sequencer.toml").write_text(SEQUENCER)
     env, settings, app = loop.env, loop.settings, loop.app
     run = Run(tmp_path, env, 0, ["--sequencer", str(tmp_path / "sequencer.toml")])
     try:
         assert "sequencer: running (pid" in run.text(), run.text()
         TopicAdmin(settings).create_topic("raw-views", 1)
-        producer = Producer(common_config(settings))
-        for n in range(4):
-            producer.produce("raw-views", json.dumps({"page": f"/{n}", "views": n}).encode())
-        producer.flush(30)
+        events = [{"page": f"/{n}", "views": n} for n in range(4)]
+        with BatchProducer(app, settings, sequencer=tmp_path / "sequencer.toml") as producer:
+            assert producer.send_events("views", events) == 4
 
         def four_or_ended() -> bool:
             return run.proc.poll() is not None or len(output(settings, app)) == 4

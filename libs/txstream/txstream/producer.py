@@ -6,13 +6,19 @@ sent, places the batch where the dataflow needs it (the partition its key names;
 partition for a spanning procedure's input), and sends it inside a Kafka transaction, so a
 reader sees whole batches only. Batch ids increase per stream: given, or assigned after the
 highest one the stream's topic already holds.
+
+Raw events take the other way in: one JSON record each, to the topic of a sequencer route
+(`send_events`), which seals them into batches. They are checked against the stream's schema
+here too, so a bad event fails its sender, naming it, instead of becoming a dead letter.
 """
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
@@ -30,6 +36,7 @@ from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.model.app import App
 from txstream.model.declarations import Record, Stream
 from txstream.schemas import BatchCodec, find_error
+from txstream.sequencer_config import Route, SequencerConfig, load_config
 
 __all__ = ["BatchError", "BatchProducer"]
 
@@ -52,7 +59,8 @@ class BatchProducer:
         producer.close()
 
     `transactional_id`: give a stable one to a producer that restarts, so the broker fences
-    the previous incarnation; by default each producer has its own.
+    the previous incarnation; by default each producer has its own. `sequencer`: the
+    sequencer's configuration (its TOML file, or loaded), whose routes `send_events` uses.
     """
 
     def __init__(
@@ -61,8 +69,12 @@ class BatchProducer:
         settings: Settings | None = None,
         *,
         transactional_id: str | None = None,
+        sequencer: Path | str | SequencerConfig | None = None,
     ) -> None:
         self.app = app
+        if isinstance(sequencer, str | Path):
+            sequencer = load_config(Path(sequencer))
+        self._sequencer = sequencer
         self.settings = settings or Settings()
         self.topics = AppTopics(app.name)
         self._dataflow = app.dataflow()
@@ -98,6 +110,68 @@ class BatchProducer:
                 send(self._producer, self.topics.stream(name), value, partition=partition,
                      headers=codec.headers, on_delivery=self._delivered)  # fmt: skip
         return batch_id
+
+    def send_events(
+        self,
+        stream: str | Stream,
+        rows: Sequence[Mapping[str, Any]],
+        batch_id: int | None = None,
+    ) -> int:
+        """Send `rows` as raw events, one JSON record each, to the topic of the sequencer
+        route that feeds `stream`, which seals them into batches. A route that takes batch
+        ids from a field or a header needs `batch_id` (every row gets it); a route that
+        seals by its own policy refuses one. Every row is checked against the stream's
+        schema first: nothing is sent if one does not fit. Outside `transaction()` the
+        events are committed before this returns. Returns how many were sent."""
+        name = stream if isinstance(stream, str) else stream.name
+        route = self._route(name)
+        if route.format != "json":
+            raise BatchError(f"route {route.topic!r} reads {route.format} events; send_events "
+                             "writes JSON (use a route with format = \"json\")")  # fmt: skip
+        if route.policy and batch_id is not None:
+            raise BatchError(f"route {route.topic!r} seals batches by its own policy: it "
+                             f"assigns the ids, so batch_id={batch_id} has no place")  # fmt: skip
+        if not route.policy and batch_id is None:
+            where = route.batch_id_field or route.batch_id_header
+            raise BatchError(f"route {route.topic!r} takes each event's batch id from "
+                             f"{where!r}: give batch_id")  # fmt: skip
+        schema = self._codec(name).tuple_schema
+        field = route.batch_id_field
+        # the id goes into its field, checked with the row when the schema has that field
+        in_schema = field is not None and _has_field(schema, field)
+        values: list[bytes] = []
+        for i, row in enumerate(rows):
+            value = dict(row)
+            if in_schema and field is not None:
+                value[field] = batch_id
+            problem = find_error(value, schema)
+            if problem:
+                raise BatchError(f"stream {name!r}: event {i}: {problem}")
+            if field is not None:
+                value[field] = batch_id
+            values.append(json.dumps(value).encode())
+        headers = None
+        if route.batch_id_header is not None:
+            headers = [(route.batch_id_header, str(batch_id).encode())]
+        with self.transaction():
+            for payload in values:
+                send(self._producer, route.topic, payload, headers=headers,
+                     on_delivery=self._delivered)  # fmt: skip
+        return len(values)
+
+    def _route(self, stream: str) -> Route:
+        """The sequencer route that feeds `stream` of this app."""
+        if self._sequencer is None:
+            raise BatchError("send_events needs the sequencer's configuration: "
+                             "BatchProducer(app, sequencer=\"sequencer.toml\")")  # fmt: skip
+        self._codec(stream)  # a stream the app has, and takes input from outside
+        for route in self._sequencer.routes:
+            if route.app == self.app.name and route.stream == stream:
+                return route
+        mine = [r.stream for r in self._sequencer.routes if r.app == self.app.name]
+        raise BatchError(f"sequencer {self._sequencer.name!r} has no route to stream "
+                         f"{stream!r} of app {self.app.name!r}; it routes to "
+                         f"{', '.join(mine) or 'none of its streams'}")  # fmt: skip
 
     def check(self, stream: str | Stream, rows: Sequence[Mapping[str, Any]]) -> list[Record]:
         """The rows as they would be sent, or `BatchError` naming the first that cannot be:
@@ -231,3 +305,8 @@ class BatchProducer:
     def _delivered(self, error: KafkaError | None, _: Message) -> None:
         if error is not None:
             self._failures.append(error)
+
+
+def _has_field(schema: Any, name: str) -> bool:
+    fields = schema.get("fields", []) if isinstance(schema, dict) else []
+    return any(f["name"] == name for f in fields)

@@ -14,7 +14,7 @@ from txstream.cli.app_option import app_or_exit
 from txstream.config import Settings
 from txstream.observability.targets import serve_metrics
 from txstream.schemas import SchemaError
-from txstream_sequencer.config import load_config
+from txstream.sequencer_config import load_config
 from txstream_sequencer.runtime import Sequencer, SequencerError
 
 app = typer.Typer(help="Seal raw events into atomic batches.", no_args_is_help=True)

@@ -30,8 +30,8 @@ from txstream.schemas.codec import BatchCodec
 from txstream.schemas.confluent import RegistryClient, RegistryUnavailable
 from txstream.schemas.records import encode_record
 from txstream.schemas.registry import SchemaRegistry
+from txstream.sequencer_config import Route, SequencerConfig
 from txstream_sequencer import metrics
-from txstream_sequencer.config import Route, SequencerConfig
 from txstream_sequencer.events import Event, EventReader, Position, Rejected
 from txstream_sequencer.gate import CommitGate
 from txstream_sequencer.lanes import DeadLetter, Lane, LaneState, Limits, Output, Reason

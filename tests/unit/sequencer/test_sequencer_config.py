@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from txstream_sequencer.config import Route
+from txstream.sequencer_config import Route
 
 BASE: dict[str, Any] = {"topic": "raw", "app": "a", "stream": "s", "schema": "leaderboard.Vote"}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.unit.sequencer.test_sequencer_lanes import ev, lane
-from txstream_sequencer.config import Route
+from txstream.sequencer_config import Route
 from txstream_sequencer.lanes import Output
 from txstream_sequencer.runtime import _Route
 

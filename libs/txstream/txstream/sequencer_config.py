@@ -1,4 +1,5 @@
-"""Sequencer configuration: a TOML file (`--config`), overridden by `TXSTREAM_SEQUENCER_*`.
+"""The sequencer's configuration: a TOML file (`--config`), overridden by `TXSTREAM_SEQUENCER_*`.
+The library holds it because producers read it too (`BatchProducer.send_events`).
 
 name = "votes-in"
 [[routes]]
