@@ -40,6 +40,7 @@ from confluent_kafka import ConsumerGroupState
 from confluent_kafka.admin import AdminClient
 
 from bench.leaderboard_peers.postgres import private_cluster, serve
+from bench.leaderboard_peers.topics import delete_topics_with
 from bench.machine_info import machine, machine_text
 from txstream.client import TxClient, fragment
 from txstream.config import Settings
@@ -144,7 +145,9 @@ def txstream_app(
     workers: int,
     factory: str = "ycsb.dataflow:from_params",
 ) -> Iterator[None]:
-    """The app `factory` makes, named `name`, with its coordinator and `workers` workers."""
+    """The app `factory` makes, named `name`, with its coordinator and `workers` workers;
+    its topics are deleted afterwards: a broker left holding thousands of earlier runs'
+    topics runs every later benchmark slower (docs/benchmarks.md, YCSB)."""
     ensure_topics(TopicAdmin(settings), AppTopics(name), [], partitions, oltp=True)
     app = ["--app", factory, "--params", json.dumps({"name": name})]
     txstream = str(Path(sys.executable).with_name("txstream"))
@@ -168,6 +171,7 @@ def txstream_app(
     finally:
         for s in services:
             s.stop()
+        delete_topics_with(settings, [f"{name}."])
 
 
 def wait_for_group(settings: Settings, group: str, members: int, timeout_s: float = 120) -> None:
