@@ -20,14 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from txstream.engine.fragments import Conflict, Failed, FragmentRunner, Guard
+from txstream.engine.fragments import Conflict, Failed, FragmentRunner, Guard, Uncommitted
 from txstream.engine.group import SYS_TABLE, last_batch_key, position_key
 from txstream.engine.ledger import BatchLedger
 from txstream.engine.writeset import WriteSet
 from txstream.model.declarations import Key, Record
 from txstream.oltp.messages import Fragment
 
-__all__ = ["CommittedReader", "Conflict", "Freshness"]
+__all__ = ["CommittedReader", "Conflict", "Freshness", "Uncommitted"]
 
 
 @dataclass(frozen=True)
@@ -56,16 +56,16 @@ class CommittedReader:
         self.promised = promised  # whether a promise not landed yet writes (table, key)
 
     def guard(self, table: str, key: Key | None) -> None:
-        """Stop (`Conflict`) at a row, or for a scan a table, with a write its client may
-        know of that is not applied yet, or held by a prepared transaction."""
+        """Stop at a row, or for a scan a table, with a write its client may know of that
+        is not applied yet (`Uncommitted`), or held by a prepared transaction (`Conflict`)."""
         self.locked(table, key)
         group = self.ledger.group
         known = group.ws if group.flags.told else group.ws.parent  # see the module's doc
         if known is not None:
             if key is None and known.chain_writes(table, ()):
-                raise Conflict(f"table {table} has writes not yet committed")
+                raise Uncommitted(f"table {table} has writes not yet committed")
             if key is not None and known.written(table, key):
-                raise Conflict(f"row {list(key)} of {table} has a write not yet committed")
+                raise Uncommitted(f"row {list(key)} of {table} has a write not yet committed")
         if self.promised(table, key):
             raise Conflict(f"a promise not landed yet writes {table}")
 

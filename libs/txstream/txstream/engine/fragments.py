@@ -29,6 +29,11 @@ class Conflict(Exception):
     """The transaction touched a row a prepared transaction holds; retry after its decision."""
 
 
+class Uncommitted(Conflict):
+    """A read met a write its client may know of that the committed state lacks yet: it can
+    be answered only once a commit has been applied, not before."""
+
+
 @dataclass(frozen=True)
 class Failed:
     reason: str

@@ -4,7 +4,10 @@ A task's state changes only on its own thread, so a read is answered either ther
 two steps of its delivery loop (`answer_waiting`), or at once on the asking thread while
 the task waits for input (`idle`): a lock the task holds except while it waits makes the
 two exclusive. Either way the read sees the state between groups (`CommittedReader`); one
-that must wait for a commit (`Conflict`) waits in line and is tried again after each step.
+that must wait (`Conflict`) waits in line and is tried again after each step, or, when it
+waits for a write to be committed (`Uncommitted`), after each step that applied a commit:
+nothing else can answer it, and trying it on every step cost the worker a fifth of its time
+under load (docs/performance-history.md).
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 
-from txstream.engine.committed_reads import CommittedReader, Conflict, Freshness
+from txstream.engine.committed_reads import CommittedReader, Conflict, Freshness, Uncommitted
 from txstream.engine.fragments import Failed
 from txstream.model.declarations import Key, Record
 from txstream.observability import metrics
@@ -53,7 +56,10 @@ class TaskReads:
         self._state = threading.Lock()
         self._state.acquire()  # the task's, released only while it waits for input
         self._line = threading.Lock()  # guards `_waiting`
-        self._waiting: list[tuple[ReadRequest, Future[ReadAnswer]]] = []
+        # each with whether it waits for a commit to be applied (`Uncommitted`)
+        self._waiting: list[tuple[ReadRequest, Future[ReadAnswer], bool]] = []
+        self._commits = 0  # commits applied so far (`committed`)
+        self._tried_at = 0  # `_commits` when the waiting reads were last tried
         self._reader: CommittedReader | None = None
         self._topics: tuple[str, ...] = ()
         self._streams: tuple[str, ...] = ()
@@ -72,21 +78,21 @@ class TaskReads:
         """Any thread: the answers, at once if the task waits for input, else once it gets
         to them."""
         asked = [(r, Future[ReadAnswer]()) for r in requests]
-        later = asked
+        later = [(r, f, False) for r, f in asked]
         if self._reader is not None and self._state.acquire(blocking=False):
             try:
-                later = [(r, f) for r, f in asked if not self._try(r, f)]
+                later = [(r, f, w) for r, f in asked if (w := self._try(r, f)) is not None]
             finally:
                 self._state.release()
         self._at_once.inc(len(asked) - len(later))
         if later:
             with self._line:
-                for _, future in later:
+                for _, future, _ in later:
                     if self._closed:
                         future.set_exception(TaskClosed("this worker no longer serves it"))
                     elif len(self._waiting) >= MAX_WAITING:
                         future.set_exception(RuntimeError(f"{MAX_WAITING} reads wait here"))
-                self._waiting += [(r, f) for r, f in later if not f.done()]
+                self._waiting += [entry for entry in later if not entry[1].done()]
         return [f for _, f in asked]
 
     @contextmanager
@@ -99,15 +105,26 @@ class TaskReads:
         finally:
             self._state.acquire()
 
+    def committed(self) -> None:
+        """The task's thread: a commit was applied, so reads waiting for one may go on."""
+        self._commits += 1
+
     def answer_waiting(self) -> None:
         """The task's thread, between steps: answer what waits, in line, but for the reads
-        that must still wait for a commit."""
+        that must still wait; one that waits for a commit is tried only once one has been
+        applied since it was last tried."""
         if not self._waiting or self._reader is None:
             return
         self._fresh = None
         with self._line:
             waiting, self._waiting = self._waiting, []
-        still = [(r, f) for r, f in waiting if not self._try(r, f)]
+        committed, self._tried_at = self._commits != self._tried_at, self._commits
+        still: list[tuple[ReadRequest, Future[ReadAnswer], bool]] = []
+        for r, f, for_commit in waiting:
+            if for_commit and not committed:
+                still.append((r, f, for_commit))
+            elif (waits := self._try(r, f)) is not None:
+                still.append((r, f, waits))
         self._waited.inc(len(waiting) - len(still))
         if still:
             with self._line:
@@ -118,7 +135,7 @@ class TaskReads:
         with self._line:
             self._closed, waiting, self._waiting = True, self._waiting, []
         self._reader = None
-        for _, future in waiting:
+        for _, future, _ in waiting:
             if not future.done():
                 future.set_exception(TaskClosed("this worker no longer serves the partition"))
 
@@ -127,10 +144,11 @@ class TaskReads:
             self._fresh = reader.freshness(self._topics, self._streams)
         return self._fresh
 
-    def _try(self, request: ReadRequest, future: Future[ReadAnswer]) -> bool:
-        """Answer `request` into `future`; False if it must wait for a commit."""
+    def _try(self, request: ReadRequest, future: Future[ReadAnswer]) -> bool | None:
+        """Answer `request` into `future` and return None; or, if it must wait, whether it
+        waits for a commit to be applied (True) or for something else (False)."""
         if future.cancelled():  # the asker gave up
-            return True
+            return None
         reader = self._reader
         assert reader is not None
         try:
@@ -145,6 +163,8 @@ class TaskReads:
             else:
                 row = reader.row(request.table, request.key)
                 answer = ReadAnswer(True, self._freshness(reader), row)
+        except Uncommitted:
+            return True
         except Conflict:
             return False
         except ValueError as e:
@@ -152,6 +172,6 @@ class TaskReads:
                                 detail=str(e))  # fmt: skip
         except Exception as e:  # a read never stops the task: its asker gets the error
             future.set_exception(e)
-            return True
+            return None
         future.set_result(answer)
-        return True
+        return None

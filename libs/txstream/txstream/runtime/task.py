@@ -368,6 +368,7 @@ class PartitionTask:
         input goes on, metrics count it, and a snapshot is taken if due."""
         self.checked.committed(commit.positions)
         self.engine.committed()
+        self.reads.committed()
         if self.router.waiting:  # spanning input may have waited for this commit
             self.router.drain()
             self._send_reads()
