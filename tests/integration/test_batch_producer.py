@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypedDict
 
@@ -175,3 +176,23 @@ def test_raw_events_need_the_sequencers_configuration(kafka: KafkaEnv, tmp_path:
         pytest.raises(BatchError, match=expected),
     ):
         producer.send_events("clicks", [])
+
+
+class Timed(TypedDict):
+    at: datetime
+
+
+def test_an_event_that_fits_avro_but_has_no_json_form_is_refused(kafka: KafkaEnv) -> None:
+    """A datetime fits a timestamp field, but a JSON event cannot carry one."""
+    app = App(f"bp-{uuid.uuid4().hex[:8]}")
+    app.stream("ticks", schema=Timed)
+    route = Route.model_validate({"topic": f"{app.name}.raw", "app": app.name,
+                                  "stream": "ticks", "schema": "x", "policy_ms": 100})  # fmt: skip
+    config = SequencerConfig.model_validate({"name": "s", "routes": [route]})
+    TopicAdmin(kafka.settings).create_topic(route.topic, 1)
+    with (
+        BatchProducer(app, kafka.settings, sequencer=config) as producer,
+        pytest.raises(BatchError, match="stream 'ticks': event 0: no JSON form"),
+    ):
+        producer.send_events("ticks", [{"at": datetime(2026, 12, 7, tzinfo=UTC)}])
+    assert raw(kafka, route.topic) == []

@@ -149,7 +149,10 @@ class BatchProducer:
                 raise BatchError(f"stream {name!r}: event {i}: {problem}")
             if field is not None:
                 value[field] = batch_id
-            values.append(json.dumps(value).encode())
+            try:
+                values.append(json.dumps(value).encode())
+            except (TypeError, ValueError) as e:  # fits Avro, but has no JSON form
+                raise BatchError(f"stream {name!r}: event {i}: no JSON form: {e}") from None
         headers = None
         if route.batch_id_header is not None:
             headers = [(route.batch_id_header, str(batch_id).encode())]
