@@ -29,9 +29,11 @@ from txstream.kafka.routing import partition_of
 from txstream.model.declarations import Key
 from txstream.oltp.messages import Fragment, TxnResult, key_of
 
-# Reads per request, and requests in flight per worker.
+# Reads per request; and requests per worker whose at-once answers are still awaited (a
+# request whose remaining reads wait for a commit no longer counts): one, so reads sent
+# meanwhile go together in the next, fewer and larger, requests (docs/benchmarks.md, YCSB).
 MAX_BATCH = 128
-IN_FLIGHT = 4
+IN_FLIGHT = 1
 # While a partition has no owner (a rebalance, workers starting), the group is described
 # again this often.
 REDESCRIBE_S = 0.2
@@ -230,6 +232,7 @@ class ReadClient:
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         answered: set[int] = set()
+        released = False  # counted out of `_sending` once the rest wait for commits
         try:
             body = json.dumps({"reads": [r.body for r in batch]}).encode()
             async with self._session.post(
@@ -239,6 +242,12 @@ class ReadClient:
                     raise ReadUnavailable(f"{url} answered HTTP {resp.status}: {await resp.text()}")
                 async for line in resp.content:  # each answer as soon as it is ready
                     i, answer = json.loads(line)
+                    if i < 0:  # those left wait for a commit: the next batch need not
+                        if not released:
+                            released = True
+                            self._sending[url] -= 1
+                            self._send(url)
+                        continue
                     answered.add(i)
                     self._answer(url, batch[i], answer)
         except (TimeoutError, aiohttp.ClientError, OSError, ReadUnavailable, ValueError) as e:
@@ -247,7 +256,8 @@ class ReadClient:
                 self._lost(url, unanswered, f"{url}: {e or type(e).__name__}")
             return
         finally:
-            self._sending[url] -= 1
+            if not released:
+                self._sending[url] -= 1
         self._send(url)
 
     def _answer(self, url: str, read: _Read, answer: dict[str, Any]) -> None:

@@ -5,7 +5,9 @@ owns, without a Kafka transaction.
     POST /v1/reads   {"reads": [{"partition": p, "table": t, "key": [...]}
                                 | {"partition": p, "fragments": [...]}, ...]}
                      answered as lines `[i, answer]` (NDJSON), each as soon as it is ready;
-                     a call's `results` are its results as JSON text (a string)
+                     a call's `results` are its results as JSON text (a string); when some
+                     wait for a commit, a line `[-1, {"waiting": n}]` follows the answers
+                     ready at once, so a client may send its next batch without waiting
 
 A read-only call's fragments are `{"key", "procedure", "params"}` objects (as the
 coordinator's endpoint takes them), or as `"calls"`, `[key as JSON, procedure, params as
@@ -242,6 +244,8 @@ def make_api(
             if now:
                 yield "".join(now)
             waiting = set(later)
+            if waiting:
+                yield f'[-1, {{"waiting": {len(waiting)}}}]\n'
             while waiting:
                 done, waiting = await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 yield "".join(d.result() for d in done)
