@@ -34,7 +34,7 @@ from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.model.app import App
-from txstream.model.declarations import Record, Stream
+from txstream.model.declarations import Record, Stream, name_of
 from txstream.schemas import BatchCodec, find_error
 from txstream.sequencer_config import Route, SequencerConfig, load_config
 
@@ -98,7 +98,7 @@ class BatchProducer:
     ) -> int:
         """Send one atomic batch of `rows` to `stream`; its batch id is returned. Outside
         `transaction()` the batch is committed before this returns."""
-        name = stream if isinstance(stream, str) else stream.name
+        name = name_of(stream)
         tuples = self.check(name, rows)
         codec = self._codec(name)
         declared = self.app.decl.streams[name]
@@ -123,7 +123,7 @@ class BatchProducer:
         seals by its own policy refuses one. Every row is checked against the stream's
         schema first: nothing is sent if one does not fit. Outside `transaction()` the
         events are committed before this returns. Returns how many were sent."""
-        name = stream if isinstance(stream, str) else stream.name
+        name = name_of(stream)
         route = self._route(name)
         if route.format != "json":
             raise BatchError(f"route {route.topic!r} reads {route.format} events; send_events "
@@ -179,7 +179,7 @@ class BatchProducer:
     def check(self, stream: str | Stream, rows: Sequence[Mapping[str, Any]]) -> list[Record]:
         """The rows as they would be sent, or `BatchError` naming the first that cannot be:
         not of the stream's schema, or, on a keyed stream, of another partition key."""
-        name = stream if isinstance(stream, str) else stream.name
+        name = name_of(stream)
         codec = self._codec(name)
         tuples = [dict(r) for r in rows]
         for i, row in enumerate(tuples):

@@ -42,6 +42,7 @@ from txstream.model.declarations import (
     Transaction,
     TransactionFn,
     Window,
+    name_of,
 )
 from txstream.model.errors import DataflowError
 from txstream.model.signature import Signature
@@ -51,10 +52,6 @@ from txstream.schemas.registry import SchemaRegistry
 
 F = TypeVar("F", bound=Callable[..., Any])
 T = TypeVar("T", Stream, Table, Window, Procedure, NestedTransaction, Transaction)
-
-
-def _name(x: str | Stream | Table | Window | Procedure) -> str:
-    return x if isinstance(x, str) else x.name
 
 
 class App:
@@ -169,9 +166,9 @@ class App:
             proc = Procedure(
                 name=name or fn.__name__,
                 fn=fn,
-                input=_name(input),
-                outputs=tuple(_name(o) for o in outputs),
-                windows=tuple(_name(w) for w in windows),
+                input=name_of(input),
+                outputs=tuple(name_of(o) for o in outputs),
+                windows=tuple(name_of(w) for w in windows),
                 touches=touches,
                 partition_by=partition_by,
                 ordered=ordered,
@@ -225,7 +222,7 @@ class App:
         """An EE trigger: runs inside the owner's TE each time `window` slides."""
 
         def register(fn: F) -> F:
-            w = _name(window)
+            w = name_of(window)
             self.decl.slide_triggers.setdefault(w, []).append(SlideTrigger(w, fn))
             return fn
 
@@ -235,7 +232,7 @@ class App:
         """An EE trigger: runs inside the same TE on every insert into a stream or table."""
 
         def register(fn: F) -> F:
-            self.decl.insert_triggers.setdefault(_name(target), []).append(fn)
+            self.decl.insert_triggers.setdefault(name_of(target), []).append(fn)
             return fn
 
         return register

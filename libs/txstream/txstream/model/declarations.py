@@ -167,6 +167,11 @@ class NestedTransaction:
     epoch: int = DEFAULT_EPOCH
 
 
+def name_of(x: str | Stream | Table | Window | Procedure) -> str:
+    """The name of a declaration, or the name itself."""
+    return x if isinstance(x, str) else x.name
+
+
 @dataclass
 class Declarations:
     """Everything an App has declared, keyed by name."""
