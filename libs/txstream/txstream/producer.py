@@ -135,18 +135,13 @@ class BatchProducer:
             where = route.batch_id_field or route.batch_id_header
             raise BatchError(f"route {route.topic!r} takes each event's batch id from "
                              f"{where!r}: give batch_id")  # fmt: skip
-        schema = self._codec(name).tuple_schema
         field = route.batch_id_field
         # the id goes into its field, checked with the row when the schema has that field
-        in_schema = field is not None and _has_field(schema, field)
+        in_schema = field is not None and _has_field(self._codec(name).tuple_schema, field)
+        events = [{**row, field: batch_id} if in_schema and field else dict(row) for row in rows]
+        self._fit(name, events, "event")
         values: list[bytes] = []
-        for i, row in enumerate(rows):
-            value = dict(row)
-            if in_schema and field is not None:
-                value[field] = batch_id
-            problem = find_error(value, schema)
-            if problem:
-                raise BatchError(f"stream {name!r}: event {i}: {problem}")
+        for i, value in enumerate(events):
             if field is not None:
                 value[field] = batch_id
             try:
@@ -180,14 +175,19 @@ class BatchProducer:
         """The rows as they would be sent, or `BatchError` naming the first that cannot be:
         not of the stream's schema, or, on a keyed stream, of another partition key."""
         name = name_of(stream)
-        codec = self._codec(name)
         tuples = [dict(r) for r in rows]
-        for i, row in enumerate(tuples):
-            problem = find_error(row, codec.tuple_schema)
-            if problem:
-                raise BatchError(f"stream {name!r}: row {i}: {problem}")
+        self._fit(name, tuples, "row")
         self._check_key(name, self.app.decl.streams[name], tuples)
         return tuples
+
+    def _fit(self, name: str, tuples: Sequence[Mapping[str, Any]], what: str) -> None:
+        """`BatchError` naming the first of `tuples` (each a `what`) that is not of stream
+        `name`'s schema."""
+        schema = self._codec(name).tuple_schema
+        for i, t in enumerate(tuples):
+            problem = find_error(t, schema)
+            if problem:
+                raise BatchError(f"stream {name!r}: {what} {i}: {problem}")
 
     @contextmanager
     def transaction(self) -> Iterator[None]:
