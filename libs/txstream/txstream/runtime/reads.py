@@ -58,8 +58,7 @@ class TaskReads:
         self._line = threading.Lock()  # guards `_waiting`
         # each with whether it waits for a commit to be applied (`Uncommitted`)
         self._waiting: list[tuple[ReadRequest, Future[ReadAnswer], bool]] = []
-        self._commits = 0  # commits applied so far (`committed`)
-        self._tried_at = 0  # `_commits` when the waiting reads were last tried
+        self._applied = False  # a commit applied since the waiting reads were last tried
         self._reader: CommittedReader | None = None
         self._topics: tuple[str, ...] = ()
         self._streams: tuple[str, ...] = ()
@@ -107,7 +106,7 @@ class TaskReads:
 
     def committed(self) -> None:
         """The task's thread: a commit was applied, so reads waiting for one may go on."""
-        self._commits += 1
+        self._applied = True
 
     def answer_waiting(self) -> None:
         """The task's thread, between steps: answer what waits, in line, but for the reads
@@ -118,7 +117,7 @@ class TaskReads:
         self._fresh = None
         with self._line:
             waiting, self._waiting = self._waiting, []
-        committed, self._tried_at = self._commits != self._tried_at, self._commits
+        committed, self._applied = self._applied, False
         still: list[tuple[ReadRequest, Future[ReadAnswer], bool]] = []
         for r, f, for_commit in waiting:
             if for_commit and not committed:
