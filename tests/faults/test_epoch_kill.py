@@ -28,7 +28,7 @@ from bank.transfer_reference import reference
 from orders.commits import CommitWatch
 from tests.support.kafka_env import KafkaEnv
 from tests.support.killer import kill_leftovers
-from tests.support.openings import send_broadcast, send_openings, transfer_outcomes
+from tests.support.openings import send_openings, send_routed, transfer_outcomes
 from tests.support.scale import cases, scaled, seeds
 from tests.support.sequencer_driver import wait_until
 from tests.support.service_process import ServiceProcess
@@ -94,7 +94,7 @@ def test_transfers_at_pl2_killed_in_mid_epoch_equal_their_epoch_reference(
         watch.wait({"opens": per_partition}, 120, alive)
         for c, end in enumerate(ends):
             chunk = batches[end - CHUNK : end]
-            send_broadcast(producer, topics, moves, chunk, PARTITIONS, first=end - CHUNK + 1)
+            send_routed(producer, topics, moves, chunk, PARTITIONS, first=end - CHUNK + 1)
             assert producer.flush(60) == 0
             watch.wait({"transfers": [end] * PARTITIONS}, 120, alive)
             if end == ends[-1]:

@@ -196,3 +196,74 @@ def test_an_event_that_fits_avro_but_has_no_json_form_is_refused(kafka: KafkaEnv
     ):
         producer.send_events("ticks", [{"at": datetime(2026, 12, 7, tzinfo=UTC)}])
     assert raw(kafka, route.topic) == []
+
+
+class Transfer(TypedDict):
+    seq: int
+    payer: int
+    payee: int
+    amount: int
+
+
+class Balance(TypedDict):
+    account: int
+    balance: int
+
+
+def transfers_app() -> App:
+    """A spanning procedure over accounts: each transfer touches its payer and payee."""
+    app = App(f"bp-span-{uuid.uuid4().hex[:8]}")
+    transfers = app.stream("transfers", schema=Transfer)
+    accounts = app.table("accounts", schema=Balance, key=("account",))
+
+    def touches(t: Record) -> list[tuple[str, int]]:
+        if t["payer"] < 0:
+            raise ValueError(f"no account {t['payer']}")
+        return [("accounts", t["payer"]), ("accounts", t["payee"])]
+
+    @app.procedure(input=transfers, touches=touches)
+    def move(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        rows = ctx.table(accounts)
+        for t in batch:
+            rows.put(t["payee"], {"account": t["payee"], "balance": t["amount"]})
+
+    return app
+
+
+def test_a_spanning_batch_goes_only_to_the_partitions_it_touches(kafka: KafkaEnv) -> None:
+    """Each partition holds exactly the batches with a payer or payee it owns (worked out
+    here from the keys), a progress mark where a transaction's last batch did not go, and
+    the bytes written are the touched partitions' share, not P copies of each batch."""
+    partitions = 4
+    settings = kafka.settings.model_copy(update={"kafka_partitions": partitions})
+    app = transfers_app()
+    moves = [[{"seq": i, "payer": i % 7, "payee": (3 * i + 1) % 11, "amount": 5}]
+             for i in range(30)]  # fmt: skip
+    with BatchProducer(app, settings) as producer:
+        with producer.transaction():
+            ids = [producer.send("transfers", rows) for rows in moves[:20]]
+        ids += [producer.send("transfers", rows) for rows in moves[20:]]
+        bad = {"seq": 99, "payer": -1, "payee": 1, "amount": 1}
+        with pytest.raises(BatchError, match=r"'transfers': row 1: .* no account -1"):
+            producer.send("transfers", [moves[0][0], bad])
+    assert ids == list(range(1, 31))
+    codec = BatchCodec(app.schema_registry(settings.schema_dir).get(
+        app.decl.streams["transfers"].schema))  # fmt: skip
+    written = broadcast = 0
+    for p in range(partitions):
+        values = [m.value() or b"" for m in
+                  read_to_committed_end(settings, f"{app.name}.transfers", p)]  # fmt: skip
+        records = [(codec.decode(v), len(v)) for v in values]
+        got = [b.batch_id for b, _ in records if b.stream == "transfers"]
+        want = [i for i, rows in zip(ids, moves, strict=True)
+                if p in {partition_of((rows[0]["payer"],), partitions),
+                         partition_of((rows[0]["payee"],), partitions)}]  # fmt: skip
+        assert got == want, f"partition {p}"
+        marks = [b.batch_id for b, _ in records if b.stream == "__progress__"]
+        # the first transaction ends at 20, and each later one-batch transaction at its id
+        owed = [i for i in [20, *ids[20:]] if i not in want]
+        assert marks == owed, f"partition {p}"
+        written += sum(n for b, n in records if b.stream == "transfers")
+    broadcast = partitions * sum(len(codec.encode("transfers", i, rows))
+                                 for i, rows in zip(ids, moves, strict=True))  # fmt: skip
+    assert written <= broadcast * 2 / partitions  # two keys: at most two partitions each

@@ -30,7 +30,7 @@ from tests.simulation.test_spanning import serial_transfers
 from tests.support.http_json import http
 from tests.support.kafka_env import KafkaEnv, free_port
 from tests.support.killer import kill_leftovers
-from tests.support.openings import send_broadcast, send_openings
+from tests.support.openings import send_openings, send_routed
 from tests.support.service_process import TXSTREAM, ServiceProcess
 from tests.support.simulation.spanning import random_transfers
 from txstream.client import TxClient
@@ -113,7 +113,7 @@ def test_serializable_queries_read_one_batch_on_every_engine(
         def send_and_wait() -> None:
             for first in range(1, BATCHES + 1, STEP):
                 step = batches[first - 1 : first - 1 + STEP]
-                send_broadcast(producer, topics, moves, step, PARTITIONS, first)
+                send_routed(producer, topics, moves, step, PARTITIONS, first)
                 if producer.flush(60) != 0:
                     failed.append(f"batches from {first} not all sent within 60 s")
                     return

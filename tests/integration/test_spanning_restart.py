@@ -25,7 +25,7 @@ from bank.stream_transfers import build_app
 from orders.commits import CommitWatch
 from tests.support.kafka_env import KafkaEnv
 from tests.support.killer import kill_leftovers
-from tests.support.openings import send_broadcast, send_openings, transfer_outcomes
+from tests.support.openings import send_openings, send_routed, transfer_outcomes
 from tests.support.scale import LONG
 from tests.support.service_process import ServiceProcess
 from tests.support.simulation.spanning import random_transfers
@@ -78,7 +78,7 @@ def test_transfers_interleaved_with_openings_survive_sigkills(
         for i, t in enumerate(moves_):
             t["seq"] = len(batches) * K + i
         new = [moves_[i : i + K] for i in range(0, len(moves_), K)]
-        send_broadcast(producer, topics, moves, new, PARTITIONS, first=len(batches) + 1)
+        send_routed(producer, topics, moves, new, PARTITIONS, first=len(batches) + 1)
         batches.extend(new)
 
     open_accounts(range(FIRST))

@@ -23,9 +23,9 @@ from tests.support.scale import scaled
 from tests.support.simulation.spanning import (
     OrdersSim,
     SpanCluster,
-    broadcast,
     openings,
     random_transfers,
+    routed,
 )
 from txstream.model.declarations import Isolation, Record
 
@@ -49,9 +49,10 @@ def test_spanning_equals_serial_reference(seed: int, tmp_path: Path) -> None:
     rng = random.Random(seed)
     shop = shop_for(seed, tmp_path)
     partitions, batch_size = rng.choice([1, 2, 3, 4]), rng.choice([1, 2, 5, 100])
-    sim = OrdersSim(shop, partitions, batch_size, seed)
+    mark_every = rng.choice([None, 1, 3, 1_000])  # None: broadcast
+    sim = OrdersSim(shop, partitions, batch_size, seed, mark_every)
     sim.run(crash_rate=rng.choice([0.0, 0.02, 0.1]))
-    where = f"seed {seed}: P={partitions} K={batch_size}, {sim.crashes} crashes"
+    where = f"seed {seed}: P={partitions} K={batch_size} marks {mark_every}, {sim.crashes} crashes"
     assert sim.result().to_json() == reference(shop).to_json(), where
 
 
@@ -85,8 +86,10 @@ def test_stream_transfers_conserve_money_and_equal_serial(seed: int) -> None:
     opens = openings(opening, partitions)
     k = rng.choice([1, 3, 50])
     batches = [transfers[i : i + k] for i in range(0, len(transfers), k)]
-    phases = [{"opens": opens}, {"transfers": broadcast("transfers", batches, partitions)}]
-    cluster = SpanCluster(build_transfers(), partitions, phases, seed)
+    app = build_transfers()
+    log = routed(app, "transfers", batches, partitions, rng.choice([1, 4]))
+    phases = [{"opens": opens}, {"transfers": log}]
+    cluster = SpanCluster(app, partitions, phases, seed)
     cluster.run(crash_rate=rng.choice([0.0, 0.05]))
     got = {k[0]: row["balance"] for k, row in cluster.tables()["accounts"].items()}
     assert got == serial_transfers(opening, transfers), f"seed {seed}: P={partitions} K={k}"
@@ -108,12 +111,12 @@ def test_stream_transfers_below_pl3_equal_their_epoch_reference(seed: int) -> No
     k, epoch = rng.choice([1, 2, 5]), rng.choice([1, 3, 8])
     isolation = rng.choice([Isolation.PL2, Isolation.PL1, Isolation.PL0])
     batches = [transfers[i : i + k] for i in range(0, len(transfers), k)]
-    phases = [
-        {"opens": openings(opening, partitions)},
-        {"transfers": broadcast("transfers", batches, partitions)},
-    ]
     formulas = rng.random() < 0.5
     app = build_transfers(isolation=isolation, epoch=epoch, formulas=formulas)
+    phases = [
+        {"opens": openings(opening, partitions)},
+        {"transfers": routed(app, "transfers", batches, partitions, rng.choice([1, 4]))},
+    ]
     cluster = SpanCluster(app, partitions, phases, seed)
     cluster.run(crash_rate=rng.choice([0.0, 0.05]))
     outcomes, balances = transfer_reference(opening, batches, isolation, epoch, formulas)

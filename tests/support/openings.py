@@ -1,5 +1,6 @@
 """Bank accounts opened on the real broker, each on the partition that owns it, transfers
-sent to every partition (a spanning stream's input), and their outcomes read back."""
+(a spanning stream's input) sent to every partition or only to those they touch, and their
+outcomes read back."""
 
 from __future__ import annotations
 
@@ -50,6 +51,31 @@ def send_broadcast(
         value = codec.encode("transfers", b, batch)
         for p in range(partitions):
             send(producer, topics.stream("transfers"), value, partition=p)
+
+
+def send_routed(
+    producer: Producer,
+    topics: AppTopics,
+    codec: BatchCodec,
+    batches: Sequence[list[Record]],
+    partitions: int,
+    first: int = 1,
+) -> None:
+    """Batch b (from `first`) of `transfers` to the partitions owning a payer or payee of
+    it, then a progress mark of the last id to each partition that did not get that batch:
+    as a routing producer writes them (placed here from the keys, apart from the library)."""
+    last = [0] * partitions
+    top = first + len(batches) - 1
+    for b, batch in enumerate(batches, first):
+        value = codec.encode("transfers", b, batch)
+        owners = {partition_of((t[k],), partitions) for t in batch for k in ("payer", "payee")}
+        for p in sorted(owners):
+            send(producer, topics.stream("transfers"), value, partition=p)
+            last[p] = b
+    mark = codec.encode("__progress__", top, [])
+    for p in range(partitions):
+        if last[p] < top:
+            send(producer, topics.stream("transfers"), mark, partition=p)
 
 
 def transfer_outcomes(

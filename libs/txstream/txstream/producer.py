@@ -2,10 +2,13 @@
 
 A batch is what a procedure's TE runs on: its rows reach one partition engine together, or
 not at all. The producer checks each row against its stream's schema before anything is
-sent, places the batch where the dataflow needs it (the partition its key names; every
-partition for a spanning procedure's input), and sends it inside a Kafka transaction, so a
-reader sees whole batches only. Batch ids increase per stream: given, or assigned after the
-highest one the stream's topic already holds.
+sent, places the batch where the dataflow needs it (the partition its key names; for a
+spanning procedure's input, the partitions owning a key the batch declares), and sends it
+inside a Kafka transaction, so a reader sees whole batches only. Batch ids increase per
+stream: given, or assigned after the highest one the stream's topic already holds. A
+transaction that sent spanning batches ends with a progress mark on each partition that did
+not get its last one, so every engine knows how far the stream has come (cut queries and
+commit notices go by it).
 
 Raw events take the other way in: one JSON record each, to the topic of a sequencer route
 (`send_events`), which seals them into batches. They are checked against the stream's schema
@@ -24,6 +27,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from txstream.config import Settings
+from txstream.engine.hops import PROGRESS
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.clients import (
     delivery_failure,
@@ -31,7 +35,7 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 from txstream.kafka.read import read_to_committed_end
-from txstream.kafka.routing import partition_of
+from txstream.kafka.routing import partition_of, span_places
 from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.model.app import App
 from txstream.model.declarations import Record, Stream, name_of
@@ -84,6 +88,8 @@ class BatchProducer:
         self._codecs: dict[str, BatchCodec] = {}
         self._partitions: dict[str, int] = {}
         self._last_id: dict[str, int] = {}
+        # in the open transaction: spanning stream -> partition -> the last batch id sent
+        self._spanning_sent: dict[str, dict[int, int]] = {}
         tid = transactional_id or f"txstream-batches-{app.name}-{uuid.uuid4().hex}"
         self._producer = Producer(transactional_producer_config(self.settings, tid))
         self._producer.init_transactions(_TIMEOUT_S)
@@ -109,6 +115,9 @@ class BatchProducer:
             for partition in places:
                 send(self._producer, self.topics.stream(name), value, partition=partition,
                      headers=codec.headers, on_delivery=self._delivered)  # fmt: skip
+            if name in self._dataflow.spanning_streams:
+                sent = self._spanning_sent.setdefault(name, {})
+                sent.update(dict.fromkeys(places, batch_id))
         return batch_id
 
     def send_events(
@@ -199,6 +208,7 @@ class BatchProducer:
         self._open = True
         try:
             yield
+            self._mark_progress()
             self._producer.flush(_TIMEOUT_S)
             if self._failures:
                 raise delivery_failure(self._producer, self._failures, _TIMEOUT_S)
@@ -211,6 +221,20 @@ class BatchProducer:
         finally:
             self._open = False
             self._failures = []
+            self._spanning_sent.clear()
+
+    def _mark_progress(self) -> None:
+        """A progress mark of each spanning stream's last batch id sent in this transaction
+        to every partition that did not get that batch: an engine is sent only the batches
+        that touch it, and the mark says none up to that id is still to come."""
+        for name, sent in self._spanning_sent.items():
+            top = max(sent.values())
+            codec = self._codec(name)
+            value = codec.encode(PROGRESS, top, [])
+            for partition in range(self._partition_count(name)):
+                if sent.get(partition, 0) < top:
+                    send(self._producer, self.topics.stream(name), value, partition=partition,
+                         headers=codec.headers, on_delivery=self._delivered)  # fmt: skip
 
     def close(self) -> None:
         self._producer.flush(_TIMEOUT_S)
@@ -266,14 +290,28 @@ class BatchProducer:
     def _places(
         self, name: str, declared: Stream, tuples: list[dict[str, Any]], batch_id: int
     ) -> list[int]:
-        """Every partition for a spanning procedure's input, which each engine runs whole;
-        the partition the key names; or, unkeyed, the next in turn."""
+        """For a spanning procedure's input, the partitions owning a key the batch declares
+        (`span_places`); the partition the key names; or, unkeyed, the next in turn."""
         partitions = self._partition_count(name)
         if name in self._dataflow.spanning_streams:
-            return list(range(partitions))
+            return self._span_places(name, tuples, partitions)
         if declared.key_field is None or not tuples:
             return [batch_id % partitions]
         return [partition_of((tuples[0][declared.key_field],), partitions)]
+
+    def _span_places(self, name: str, tuples: list[dict[str, Any]], partitions: int) -> list[int]:
+        """`span_places`, or `BatchError` naming the first row whose declared keys cannot
+        be had (its `touches` raised, or returned no partition key)."""
+        try:
+            return span_places(self._dataflow, name, tuples, partitions)
+        except Exception:
+            for i, t in enumerate(tuples):
+                try:
+                    span_places(self._dataflow, name, [t], partitions)
+                except Exception as e:
+                    raise BatchError(f"stream {name!r}: row {i}: its touches cannot place it: "
+                                     f"{type(e).__name__}: {e}") from None  # fmt: skip
+            raise
 
     def _next_id(self, name: str, given: int | None) -> int:
         last = self._last_id.get(name)

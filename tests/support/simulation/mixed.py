@@ -314,6 +314,14 @@ class Batch:
     tuples: tuple[Record, ...]
 
 
+@dataclass(frozen=True)
+class Mark:
+    """A producer's progress mark on the spanning stream: every batch up to `batch_id` that
+    touches this partition has been sent to it."""
+
+    batch_id: int
+
+
 @dataclass
 class Expected:
     qty: int = 0
@@ -404,7 +412,7 @@ class Node:
         self.restarts += 1
         self.start()
 
-    def record(self, topic: str, offset: int) -> EngineRequest | Decision | Batch:
+    def record(self, topic: str, offset: int) -> EngineRequest | Decision | Batch | Mark:
         if topic == MOVES:
             return self.sim.moves[self.p][offset]
         if topic == TOPICS.decisions:
@@ -470,6 +478,11 @@ class Node:
                 return False
             tuples = [dict(t) for t in record.tuples]
             self.engine.process(MOVES, record.batch_id, tuples, (topic, self.p, offset))
+            return True
+        if isinstance(record, Mark):
+            if spans.holds(spanning=True) or self.engine.blocked:
+                return False
+            self.engine.progress(MOVES, record.batch_id, (topic, self.p, offset))
             return True
         if isinstance(record, Decision):
             self.engine.decide(record)
@@ -654,8 +667,10 @@ class Simulation:
         self.requests: list[list[EngineRequest]] = [[] for _ in range(self.partitions)]
         self.decisions: list[list[Decision]] = [[] for _ in range(self.partitions)]
         self.promises: list[list[EngineRequest]] = [[] for _ in range(self.partitions)]
-        # the spanning stream, every batch on every partition, and the engines' reads
-        self.moves: list[list[Batch]] = [[] for _ in range(self.partitions)]
+        # the spanning stream (each batch on every partition, or, `routed`, on those it
+        # touches with a mark to the others), and the engines' reads
+        self.routed = rng.random() < 0.7
+        self.moves: list[list[Batch | Mark]] = [[] for _ in range(self.partitions)]
         self.exchange: list[list[Reads]] = [[] for _ in range(self.partitions)]
         self.batches: list[Batch] = []
         self.outputs: list[Record] = []  # the outcomes the spanning batches emitted
@@ -753,25 +768,31 @@ class Simulation:
             self.oltp_in.append(TxnRequest(rid, OUT, self._timeout(), frags))
 
     def submit_batch(self) -> None:
-        """A batch of transfers and counts, broadcast to every partition at once (one
-        transaction of its producer)."""
+        """A batch of transfers and counts, to the partitions it touches with a progress
+        mark to the others (or, not `routed`, to every partition), at once (one transaction
+        of its producer)."""
         rng, tuples = self.rng, []
         seq = sum(len(b.tuples) for b in self.batches)
+        touched: set[int] = set()  # the partitions owning a key it declares
         for i in range(rng.randint(1, 4)):
             if rng.random() < 0.6:
                 accounts = list(self.opening)
                 payer, payee = rng.choice(accounts), rng.choice(accounts)
                 tuples.append({"kind": "transfer", "seq": seq + i, "payer": payer,
                                "payee": payee, "amount": rng.randint(1, 40)})  # fmt: skip
+                touched |= {self.account_owner(payer), self.account_owner(payee)}
             else:
                 item = rng.choice(self.rows)[0]
                 a, b = rng.sample([r for r in self.rows if r[0] == item], 2)
                 tuples.append({"kind": "count", "seq": seq + i, "item": item, "a": a[1],
                                "b": b[1], "n": rng.randint(0, 5)})  # fmt: skip
+                touched |= {self.owner[a], self.owner[b]}
         batch = Batch(len(self.batches) + 1, tuple(tuples))
         self.batches.append(batch)
-        for log in self.moves:
-            log.append(batch)
+        if not self.routed:
+            touched = set(range(self.partitions))
+        for p, log in enumerate(self.moves):
+            log.append(batch if p in touched else Mark(batch.batch_id))
 
     def _timeout(self) -> int:
         return self.rng.choice([3_000, 10_000, 60_000])

@@ -2,7 +2,8 @@
 
 An app runs on P real `PartitionEngine`s over in-memory committed state. Logs stand in for
 Kafka topics, one list of (stream, batch id, tuples) per partition: a spanning stream has
-the same batches on every partition (its producer broadcasts them), others are placed by the
+each batch on the partitions owning a key it declares, and progress marks on the others
+(`routed`; or every batch on every partition, `broadcast`), others are placed by the
 routing function. A log is produced record by record at random steps, so an engine may
 catch up with its end; topics are taken in phases (the order pipeline loads its catalogue
 before any event), and each engine's exchange partition receives the other engines' reads when
@@ -26,6 +27,7 @@ from orders.result import Result
 from orders.results import from_outcomes
 from txstream.engine.epochs import EPOCH_TABLE
 from txstream.engine.group import SYS_TABLE, CommitGroup, OutputBatch
+from txstream.engine.hops import PROGRESS
 from txstream.engine.partition_engine import PartitionEngine
 from txstream.kafka.routing import partition_of
 from txstream.model.app import App
@@ -51,7 +53,8 @@ class SpanCluster:
         on every partition."""
         self.rng = random.Random(seed)
         self.partitions = partitions
-        self.df = app.dataflow()
+        self.app, self.df = app, app.dataflow()
+        self._settled = 0  # phases committed on every partition (they stay so)
         self.crashes = 0
         self.phases = [list(phase) for phase in phases]
         self.logs: dict[str, Log] = {t: log for phase in phases for t, log in phase.items()}
@@ -61,6 +64,10 @@ class SpanCluster:
         self.bases = [MemoryState() for _ in range(partitions)]
         self.nodes = [self._start(p) for p in range(partitions)]
         self.outputs: list[OutputBatch] = []
+        # per engine, how many spanning batches it ran, as committed
+        self.ran = [0] * partitions
+        # per engine, (topic, batch id) of every batch (not mark) delivered to it
+        self.delivered: list[list[tuple[str, int]]] = [[] for _ in range(partitions)]
 
     def owner(self, key: Any) -> int:
         return partition_of(key, self.partitions)
@@ -99,10 +106,13 @@ class SpanCluster:
     def _open_topics(self) -> list[str]:
         """The topics of every phase whose predecessors are all committed everywhere."""
         open_: list[str] = []
-        for phase in self.phases:
+        for i, phase in enumerate(self.phases):
             open_ += phase
+            if i < self._settled:
+                continue
             if not all(self._committed(p, phase) for p in range(self.partitions)):
                 break
+            self._settled = i + 1
         return open_
 
     def _choices(self, p: int) -> list[str]:
@@ -125,6 +135,10 @@ class SpanCluster:
             node.engine.spans.receive(record, (topic, p, offset))
         else:
             stream, batch_id, tuples = record
+            if stream == PROGRESS:
+                node.engine.progress(topic, batch_id, (topic, p, offset))
+                return
+            self.delivered[p].append((topic, batch_id))
             node.engine.process(stream, batch_id, [dict(t) for t in tuples], (topic, p, offset))
 
     def _commit(self, p: int) -> None:
@@ -132,6 +146,7 @@ class SpanCluster:
         group: CommitGroup = self.nodes[p].engine.take_group()
         self.bases[p].apply(group)
         self.outputs += group.outputs
+        self.ran[p] += len(group.spans)
 
     def _send(self, p: int) -> None:
         """The task sends an engine's reads at once, outside its group's transaction."""
@@ -240,10 +255,45 @@ def broadcast(stream: str, batches: list[list[Record]], partitions: int) -> Log:
     return [[(stream, b, tuples) for b, tuples in enumerate(batches, 1)] for _ in range(partitions)]
 
 
-class OrdersSim(SpanCluster):
-    """The order pipeline: the catalogue and accounts first, then the broadcast events."""
+def touched(app: App, stream: str, tuples: list[Record], partitions: int) -> set[int]:
+    """The partitions owning a key some tuple of a batch of spanning `stream` declares
+    (partition 0 for a batch declaring none), computed here from the declaration and the
+    routing function, not by the engine's code."""
+    df = app.dataflow()
+    (touches,) = [df.touches(p.name) for p in app.decl.procedures.values() if p.input == stream]
+    assert touches is not None, f"{stream!r} is no spanning procedure's input"
+    places = set()
+    for t in tuples:
+        for _, key in touches(t):
+            places.add(partition_of(key if isinstance(key, tuple) else (key,), partitions))
+    return places or {0}
 
-    def __init__(self, shop: Shop, partitions: int, batch_size: int, seed: int) -> None:
+
+def routed(
+    app: App, stream: str, batches: list[list[Record]], partitions: int, mark_every: int = 1
+) -> Log:
+    """A spanning stream's log as a routing producer writes it: batch b (from 1) only on the
+    partitions it touches (`touched`); after every `mark_every` batches, and after the last,
+    a progress mark of the last id on each partition whose log ends below it."""
+    logs: Log = [[] for _ in range(partitions)]
+    for b, tuples in enumerate(batches, 1):
+        for p in sorted(touched(app, stream, tuples, partitions)):
+            logs[p].append((stream, b, tuples))
+        if b % mark_every == 0 or b == len(batches):
+            for log in logs:
+                if not log or log[-1][1] < b:
+                    log.append((PROGRESS, b, []))
+    return logs
+
+
+class OrdersSim(SpanCluster):
+    """The order pipeline: the catalogue and accounts first, then the events, routed to
+    the partitions each batch touches with a mark every `mark_every` batches, or with
+    `mark_every=None` broadcast."""
+
+    def __init__(
+        self, shop: Shop, partitions: int, batch_size: int, seed: int, mark_every: int | None = 1
+    ) -> None:
         self.events = len(shop.events)
         owner = self.owner_for(partitions)
         loads: dict[str, Log] = {
@@ -255,8 +305,12 @@ class OrdersSim(SpanCluster):
         for i, c in enumerate(shop.customers.values(), 1):
             row = {"customer": c.customer, "balance": c.balance}
             loads["accounts_in"][owner((c.customer,))].append(("accounts_in", i, [row]))
-        events = broadcast("events", event_batches(shop, batch_size), partitions)
-        super().__init__(build_app(), partitions, [loads, {"events": events}], seed)
+        app, batches = build_app(), event_batches(shop, batch_size)
+        if mark_every is None:
+            events = broadcast("events", batches, partitions)
+        else:
+            events = routed(app, "events", batches, partitions, mark_every)
+        super().__init__(app, partitions, [loads, {"events": events}], seed)
 
     @staticmethod
     def owner_for(partitions: int) -> Callable[[Any], int]:

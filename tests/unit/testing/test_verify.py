@@ -198,8 +198,29 @@ def test_spanning_batches_cut_every_partition_s_order_into_one() -> None:
         opens(0, 1), moves(1), opens(0, 2), opens(1, 1), moves(2), opens(1, 2)
     ]  # fmt: skip
     runs[1] = [moves(2), moves(1)]
-    with pytest.raises(Unverifiable, match="partition 1 ran the spanning batches in another"):
+    with pytest.raises(Unverifiable, match="partition 1 ran batch 1 of 'transfers' out of"):
         _merged(runs, frozenset({"transfers"}))
+
+
+def test_spanning_batches_each_cut_only_the_partitions_that_ran_them() -> None:
+    """Routed batches: each partition ran only those touching it; each batch comes once,
+    in batch order, after what every partition that ran it ran before it."""
+
+    def opens(p: int, b: int) -> tuple[str, int, list[Record]]:
+        return ("opens", b, [{"p": p}])
+
+    def moves(b: int) -> tuple[str, int, list[Record]]:
+        return ("transfers", b, [{"b": b}])
+
+    runs = [
+        [opens(0, 1), moves(1), opens(0, 2), moves(3)],
+        [opens(1, 1), moves(2), opens(1, 2), moves(3)],
+        [opens(2, 1)],
+    ]
+    assert _merged(runs, frozenset({"transfers"})) == [
+        opens(0, 1), moves(1), opens(1, 1), moves(2), opens(0, 2), opens(1, 2), moves(3),
+        opens(2, 1),
+    ]  # fmt: skip
 
 
 def test_a_spanning_app_replays_on_one_engine_at_its_level() -> None:

@@ -87,6 +87,20 @@ class BatchLedger:
         if watcher is not None:
             watcher(batch_id)
 
+    def passed(self, stream: str, batch_id: int) -> None:
+        """A producer's progress mark on `stream`: every batch up to `batch_id` meant for
+        this partition has come. It counts as the last batch (a later one not above it is
+        stale; the commit notice says how far), with no content to match a re-send against,
+        and its watcher is told (cut queries waiting for a batch this engine never gets)."""
+        group = self.group
+        self.set_sys(last_batch_key(stream, self.partition), batch_id)
+        self._records[stream] = None
+        group.first_batch_ids.setdefault(stream, batch_id)
+        group.last_batch_ids[stream] = batch_id
+        watcher = self._watchers.get(stream)
+        if watcher is not None:
+            watcher(batch_id)
+
     def stale(self, stream: str, batch_id: int, last: int, record: bytes | None) -> Outcome:
         """A batch id not above `last`: a re-send of the last batch, or a dead letter."""
         group = self.group

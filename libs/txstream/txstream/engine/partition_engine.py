@@ -282,8 +282,17 @@ class PartitionEngine:
         key = last_batch_key(stream, self.partition)
         last = self.ledger.sys_value(key)
         if stream in self.spanning:
+            if not self._loaded:  # it completes through the span queue (`load`)
+                self.load()
+            queued = self.spans.last_queued(stream)
+            seen = last if queued is None else queued
+            if seen is None or batch_id > seen:
+                self.spans.passed(stream, batch_id, source)
+            elif not self.spans.queue:
+                self.ledger.advance(source)
             self.spans.reached(source[0], source[2] + 1)
-        elif last is None or batch_id > last:
+            return
+        if last is None or batch_id > last:
             self.ledger.set_sys(key, batch_id)
         if not self.spans.queue:
             self.ledger.advance(source)

@@ -1,8 +1,10 @@
 """Spanning batches inside one engine: many in flight, each run once its reads are in.
 
-Batches of a spanning stream arrive in batch order. Each is queued; a queued batch starts
-(its reads of this engine's keys go to the other participants) as soon as no earlier batch
-still to run here declares one of its keys here, so its reads see every earlier batch that
+Batches of a spanning stream arrive in batch order: at least every batch that touches this
+engine (routed to their participants, with progress marks between, `passed`; or all of
+them, broadcast). Each is queued; a queued batch starts (its reads of this engine's keys go
+to the other participants) as soon as no earlier batch still to run here declares one of
+its keys here, so its reads see every earlier batch that
 could change them, and batches on other keys overlap their round trips, as with Calvin's
 deterministic locks. Batches run in batch order, each once every other participant's reads
 are in, and complete as they run: what a group commits is always a prefix of the input
@@ -74,6 +76,7 @@ class _Entry:
     aborts: list[AbortRecord] = field(default_factory=list)  # its `touches` failed
     started: float = 0.0  # monotonic time its reads went out
     epoch: int | None = None  # below PL3: the epoch it reads as of the start of
+    mark: bool = False  # a progress mark, not a batch: nothing to run
 
 
 class SpanRunner:
@@ -202,6 +205,17 @@ class SpanRunner:
                 self._start(entry)
         self._run_ready()
 
+    def passed(self, stream: str, batch_id: int, source: Source | None) -> None:
+        """A producer's progress mark: every batch of `stream` up to `batch_id` that
+        touches this engine has come. It completes in its place, after the batches queued
+        before it (`BatchLedger.passed`)."""
+        (proc,) = self.dataflow.consumers[stream]
+        entry = _Entry(proc, batch_id, (), source, None, None, state=_State.DONE, mark=True)
+        self.queue.append(entry)
+        self._by_id[(stream, batch_id)] = entry
+        self._tail[stream] = batch_id
+        self._run_ready()
+
     def last_queued(self, stream: str) -> int | None:
         """The highest batch id of `stream` queued, if any is."""
         return self._tail.get(stream)
@@ -249,7 +263,8 @@ class SpanRunner:
     def oldest_wait(self) -> tuple[int, list[int], float] | None:
         """The batch at the head, if it is waiting for reads: (batch id, the engines it
         waits for, seconds since its own reads went out). A batch that waits long means an
-        engine is down or never got the batch (a spanning batch not broadcast)."""
+        engine is down or never got the batch (its producer placed it on too few
+        partitions)."""
         head = self.queue[0] if self.queue else None
         if head is None or head.state is not _State.SENT or not head.missing:
             return None
@@ -350,5 +365,8 @@ class SpanRunner:
         if self._tail.get(stream) == e.batch_id:
             del self._tail[stream]
         group.aborts += e.aborts
-        ledger.batch_done(stream, e.batch_id, e.record)
+        if e.mark:
+            ledger.passed(stream, e.batch_id)
+        else:
+            ledger.batch_done(stream, e.batch_id, e.record)
         ledger.advance(e.source)

@@ -1,7 +1,9 @@
 """Which partition engine owns a key: the one rule for everything that places data by key.
 
-The sequencer places a border-stream event by its key field with it, the coordinator and the
-OLTP clients send a fragment or query to the engine it names, and test drivers and apps use
+The sequencer places a border-stream event by its key field with it, the producers place a
+spanning batch on the engines owning its declared keys (`span_places`, as the engines
+compute who takes part), the coordinator and the OLTP clients send a fragment or query to
+the engine it names, and test drivers and apps use
 it to pick keys on a given partition. If any of them hashed differently (say `str(value)`,
 or the Kafka key bytes), an OLTP transaction would look for state on an engine that never
 saw it.
@@ -10,8 +12,11 @@ saw it.
 from __future__ import annotations
 
 import zlib
+from collections.abc import Sequence
 
-from txstream.model.declarations import Key
+from txstream.engine.spanning import SpanPlan
+from txstream.model.dataflow import Dataflow
+from txstream.model.declarations import Key, Record
 from txstream.state.keys import encode_key
 
 
@@ -23,3 +28,18 @@ def partition_of(key: Key, partitions: int) -> int:
     if partitions < 1:
         raise ValueError(f"partitions must be at least 1, not {partitions}")
     return zlib.crc32(encode_key(key)) % partitions
+
+
+def span_places(
+    dataflow: Dataflow, stream: str, tuples: Sequence[Record], partitions: int
+) -> list[int]:
+    """The partitions a batch of spanning `stream` is written to: those owning a key its
+    tuples declare (`touches`), which are the engines that run it; partition 0 for a batch
+    declaring none (it still runs there, and may emit). Whatever `touches` raises comes
+    through: the batch cannot be placed."""
+    (proc,) = dataflow.consumers[stream]
+    touches = dataflow.touches(proc.name)
+    if touches is None:
+        raise ValueError(f"stream {stream!r} is not a spanning procedure's input")
+    plan = SpanPlan.of(touches, tuples, lambda key: partition_of(key, partitions))
+    return sorted(plan.participants)

@@ -69,7 +69,7 @@ class TaskMetrics:
             batch_id, engines, waited = waiting
             log.warning(
                 "p%d: spanning batch %d has waited %.0f s for reads from engines %s: is each "
-                "up, and was the batch sent to every partition?",
+                "up, and was the batch sent to every partition owning a key it declares?",
                 self.partition, batch_id, waited, engines,
             )  # fmt: skip
 

@@ -8,12 +8,13 @@ must equal what that partition's engine committed, as the changelog holds it. Th
 that differs is named, with both rows and the reference batch that last wrote it; else the
 run is equal. Nobody else has this: it is the user's proof on their own data.
 
-A spanning procedure's batches reach every partition and run on each engine at the same
-place in its order, so they cut every partition's order into segments: the reference runs
-each segment's per-partition batches (disjoint keys: any interleaving is the same), then
-the spanning batch, on one engine owning every key, and its tables must equal every
-partition's committed tables together. The level a procedure declares (`Isolation`) is the
-reference's too: one engine at PL2 reads as of each epoch's start as the many did.
+A spanning procedure's batches run, in batch order, on the engines owning their keys, so
+each cuts the order of every partition that ran it: the reference runs, for each spanning
+batch in batch order, what those partitions ran before it (per-partition batches touch
+disjoint keys: any interleaving is the same), then the batch, on one engine owning every
+key, and its tables must equal every partition's committed tables together. The level a
+procedure declares (`Isolation`) is the reference's too: one engine at PL2 reads as of each
+epoch's start as the many did.
 
 OLTP input is in the same order: each request, decision and promise an engine handled is
 named by its offset, and the reference handles the same record at the same place (a 2PC
@@ -258,25 +259,34 @@ def _first_difference(
 
 
 def _merged(runs: list[list[Ran]], spanning: frozenset[str]) -> list[Ran]:
-    """Every partition's batches in one serial order: up to each spanning batch, what each
-    partition ran before it, in partition order; then the spanning batch, once."""
-    cuts = [[(r[0], r[1]) for r in ran if r[0] in spanning] for ran in runs]
-    for p, cut in enumerate(cuts):
-        if cut != cuts[0]:
-            raise Unverifiable(
-                f"partition {p} ran the spanning batches in another order than partition 0"
-            )
+    """Every partition's batches in one serial order: the spanning batches in batch order,
+    each once, after what each partition that ran it ran before it. A partition's other
+    batches touch its own keys alone, so where they fall against a spanning batch it did
+    not run (one that touched none of its keys) changes nothing."""
+    at = [[i for i, r in enumerate(ran) if r[0] in spanning] for ran in runs]
+    every = sorted({(r[1], r[0]) for ran in runs for r in ran if r[0] in spanning})
     out: list[Ran] = []
-    at = [0] * len(runs)
-    for _ in cuts[0]:
+    done, taken = [0] * len(runs), [0] * len(runs)  # items emitted, spanning ones taken
+    for batch_id, stream in every:
+        ran_it: Ran | None = None
         for p, ran in enumerate(runs):
-            while ran[at[p]][0] not in spanning:
-                out.append(ran[at[p]])
-                at[p] += 1
-            at[p] += 1
-        out.append(runs[0][at[0] - 1])
+            if taken[p] < len(at[p]):
+                i = at[p][taken[p]]
+                if ran[i][0] == stream and ran[i][1] == batch_id:
+                    out += ran[done[p] : i]
+                    done[p], taken[p], ran_it = i + 1, taken[p] + 1, ran[i]
+        if ran_it is None:
+            where = [p for p, ran in enumerate(runs)
+                     if any(r[0] == stream and r[1] == batch_id for r in ran)]  # fmt: skip
+            raise Unverifiable(f"partition {where[0]} ran batch {batch_id} of {stream!r} out "
+                               "of batch order")  # fmt: skip
+        out.append(ran_it)
     for p, ran in enumerate(runs):
-        out += ran[at[p] :]
+        if taken[p] < len(at[p]):
+            late = ran[at[p][taken[p]]]
+            raise Unverifiable(f"partition {p} ran batch {late[1]} of {late[0]!r} out of "
+                               "batch order")  # fmt: skip
+        out += ran[done[p] :]
     return out
 
 
