@@ -103,6 +103,22 @@ def test_reads_round_trip_on_the_wire() -> None:
         codec.decode(one[:-3])
 
 
+def test_reads_of_several_batches_travel_packed() -> None:
+    """Reads for one engine go packed into as few records as fit; each comes out whole, in
+    order; a lone one goes as it is, and a packed record cut short is refused."""
+    registry = SchemaRegistry(Settings().schema_dir)
+    codec = ReadsCodec(StateCodec(spanning_app().dataflow(), registry), registry)
+    many = [Reads("events", b, 1, {("accounts", (b,)): {"balance": b}}) for b in range(1, 40)]
+    records = [r for reads in many for r in codec.encode(reads)]
+    packed = codec.pack(records, max_bytes=300)
+    assert 1 < len(packed) < len(records) and all(len(p) <= 300 for p in packed)
+    assert [r for p in packed for r in codec.decode_all(p)] == many
+    assert codec.pack(records[:1]) == records[:1]
+    assert codec.decode_all(records[0]) == many[:1]
+    with pytest.raises(ReadsDecodeError, match="runs past the end"):
+        codec.decode_all(packed[0][:-2])
+
+
 def test_large_reads_travel_in_parts() -> None:
     registry = SchemaRegistry(Settings().schema_dir)
     codec = ReadsCodec(StateCodec(spanning_app().dataflow(), registry), registry)

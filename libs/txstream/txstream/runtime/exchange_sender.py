@@ -30,10 +30,14 @@ class ExchangeSender:
         self.failures = DeliveryLatch()
 
     def send(self, outbox: Iterable[tuple[int, Reads]]) -> None:
-        """Send each (engine, reads) to that engine's partition of the exchange."""
+        """Send each (engine, reads) to that engine's partition of the exchange, the reads
+        for one engine packed into as few records as fit (`ReadsCodec.pack`)."""
         self.failures.check("spanning reads")
+        per_engine: dict[int, list[bytes]] = {}
         for q, reads in outbox:
-            for value in self.codec.encode(reads, self.max_bytes):
+            per_engine.setdefault(q, []).extend(self.codec.encode(reads, self.max_bytes))
+        for q, records in per_engine.items():
+            for value in self.codec.pack(records, self.max_bytes):
                 send(self.producer, self.topic, value, partition=q, on_delivery=self.failures)
         self.producer.poll(0)
 

@@ -214,15 +214,17 @@ class InputRouter:
         self.engine.process_hop(procedure, sender, batch.batch_id, batch.tuples, source)
 
     def _exchange(self, offset: int, value: bytes | None) -> None:
-        """Another engine's reads for a spanning batch; one that cannot be decoded is a
-        dead letter (the batch it was for then waits, and the metrics show it)."""
+        """Another engine's reads for spanning batches (one, or several packed); a record
+        that cannot be decoded is a dead letter (the batches it was for then wait, and the
+        metrics show it)."""
         source = (self.topics.exchange, self.partition, offset)
         try:
-            reads = self.reads.decode(value or b"")
+            every = self.reads.decode_all(value or b"")
         except ReadsDecodeError as e:
             self.engine.reject(self.topics.exchange, source, "undecodable", str(e))
             return
-        self.engine.spans.receive(reads, source)
+        for reads in every:
+            self.engine.spans.receive(reads, source)
 
     def _oltp(self, topic: str, offset: int, value: bytes | None, reads_only: bool = False) -> bool:
         """A coordinator request or decision; one that cannot be decoded is moved past.

@@ -62,6 +62,10 @@ from txstream.state.store import StateStoreCorruption
 
 log = logging.getLogger(__name__)
 
+# Reads for spanning batches started while a poll's records are handled go out together at
+# its end, packed per engine (`ExchangeSender.send`), or once this many are waiting.
+READS_PACKED = 64
+
 __all__ = ["InputRecord", "PartitionTask", "TaskState"]
 
 
@@ -279,10 +283,14 @@ class PartitionTask:
         group commit is due; the caller commits (`start_commit`) and resumes. The records
         at hand all handled, time is told, and a waiting 2PC vote is committed.
         `backlog`: more input is waiting (the poll was full), so groups may grow longer."""
+        outbox = self.engine.spans.outbox
         for topic, offset, value, key in records:
-            self.handle(topic, offset, value, key)
+            self._handle(topic, offset, value, key)
+            if len(outbox) >= READS_PACKED:
+                self._send_reads()
             if self.commit_due(backlog=backlog):
                 yield
+        self._send_reads()
         self.tick()
         if self.commit_due(end_of_run=True, backlog=backlog):
             yield
@@ -290,7 +298,12 @@ class PartitionTask:
     def handle(
         self, topic: str, offset: int, value: bytes | None, key: bytes | None = None
     ) -> None:
-        """Process one input record; a record before the current position is a redelivery."""
+        """Process one input record; a record before the current position is a redelivery.
+        Reads for spanning batches it started go out at once."""
+        self._handle(topic, offset, value, key)
+        self._send_reads()
+
+    def _handle(self, topic: str, offset: int, value: bytes | None, key: bytes | None) -> None:
         if self.engine.group.empty:
             self.pipeline.opened()
         try:
@@ -298,7 +311,6 @@ class PartitionTask:
         except StateStoreCorruption:
             self.partition_state.drop()
             raise
-        self._send_reads()
 
     def tick(self, inquire_every_s: float = 3.0) -> None:
         """Time passes: a participant blocked on a 2PC decision asks for it again; work
@@ -361,6 +373,7 @@ class PartitionTask:
         if commit is None:
             return []
         self._post_commit(commit)
+        self._send_reads()  # of spanning batches the held input started
         return [commit.summary]
 
     def _post_commit(self, commit: Commit) -> None:

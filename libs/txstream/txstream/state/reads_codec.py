@@ -3,10 +3,13 @@
 Rows travel in their tables' own schemas, keyed as in the changelog, so a receiver decodes
 them exactly as it would its own state. A leading type byte marks the record as reads: a
 stray record of any other kind on the topic fails to decode instead of passing for one.
+Several batches' reads for one receiver travel packed in one record (`pack`): a record
+costs the sender, the broker and the receiver far more than its bytes do.
 """
 
 from __future__ import annotations
 
+import struct
 from typing import Any
 
 from txstream.engine.spanning import Reads
@@ -15,6 +18,8 @@ from txstream.schemas.registry import SchemaRegistry
 from txstream.state.codec import StateCodec
 
 TYPE_BYTE = b"X"
+PACKED_BYTE = b"Z"  # a packed record: each part a 4-byte length, then one reads record
+_LENGTH = struct.Struct(">I")
 ROW_OVERHEAD = 8  # Avro's length prefixes and union branch, per row, at most
 
 
@@ -49,6 +54,40 @@ class ReadsCodec:
             for i, rows in enumerate(chunks)
         ]
 
+    @staticmethod
+    def pack(records: list[bytes], max_bytes: int = 1 << 62) -> list[bytes]:
+        """Reads records (from `encode`) packed into as few records of at most about
+        `max_bytes` as they fit in; a lone record goes as it is."""
+        out: list[bytes] = []
+        group: list[bytes] = []
+        size = 0
+        for r in records:
+            if group and size + len(r) + _LENGTH.size > max_bytes:
+                out.append(_packed(group))
+                group, size = [], 0
+            group.append(r)
+            size += len(r) + _LENGTH.size
+        if group:
+            out.append(_packed(group))
+        return out
+
+    def decode_all(self, data: bytes) -> list[Reads]:
+        """The reads a record holds: one, or, packed, each in the order packed."""
+        if data[:1] != PACKED_BYTE:
+            return [self.decode(data)]
+        out, at = [], 1
+        while at < len(data):
+            if at + _LENGTH.size > len(data):
+                raise ReadsDecodeError(f"undecodable packed reads: cut short at byte {at}")
+            (n,) = _LENGTH.unpack_from(data, at)
+            at += _LENGTH.size
+            if at + n > len(data):
+                raise ReadsDecodeError(f"undecodable packed reads: a part of {n} bytes at "
+                                       f"byte {at} runs past the end")  # fmt: skip
+            out.append(self.decode(data[at : at + n]))
+            at += n
+        return out
+
     def decode(self, data: bytes) -> Reads:
         if data[:1] != TYPE_BYTE:
             raise ReadsDecodeError(f"not spanning reads: type byte {data[:1]!r}, not {TYPE_BYTE!r}")
@@ -63,3 +102,9 @@ class ReadsCodec:
             raise ReadsDecodeError(f"undecodable spanning reads: {e}") from e
         return Reads(record["stream"], record["batch_id"], record["sender"], rows,
                      record["part"], record["parts"])  # fmt: skip
+
+
+def _packed(group: list[bytes]) -> bytes:
+    if len(group) == 1:
+        return group[0]
+    return PACKED_BYTE + b"".join(_LENGTH.pack(len(r)) + r for r in group)
