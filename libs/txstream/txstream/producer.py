@@ -5,10 +5,12 @@ not at all. The producer checks each row against its stream's schema before anyt
 sent, places the batch where the dataflow needs it (the partition its key names; for a
 spanning procedure's input, the partitions owning a key the batch declares), and sends it
 inside a Kafka transaction, so a reader sees whole batches only. Batch ids increase per
-stream: given, or assigned after the highest one the stream's topic already holds. A
-transaction that sent spanning batches ends with a progress mark on each partition that did
-not get its last one, so every engine knows how far the stream has come (cut queries and
-commit notices go by it).
+stream: given, or assigned after the highest one the stream's topic already holds; the
+spanning streams of an app share one sequence, which is the order their batches run in.
+A transaction that sent spanning batches ends with a progress mark, on every spanning
+stream, to each partition that did not get the last id: every engine knows how far each
+stream has come (batches of several spanning streams wait for it, and cut queries and
+commit notices go by it). So one producer sends an app's spanning streams.
 
 Raw events take the other way in: one JSON record each, to the topic of a sequencer route
 (`send_events`), which seals them into batches. They are checked against the stream's schema
@@ -46,6 +48,7 @@ __all__ = ["BatchError", "BatchProducer"]
 
 _TIMEOUT_S = 30.0
 _TAIL = 256  # offsets read back from a partition's end to find its highest batch id
+_SPANNING = "__spanning__"  # the one id sequence of an app's spanning streams
 
 
 class BatchError(ValueError):
@@ -224,11 +227,15 @@ class BatchProducer:
             self._spanning_sent.clear()
 
     def _mark_progress(self) -> None:
-        """A progress mark of each spanning stream's last batch id sent in this transaction
-        to every partition that did not get that batch: an engine is sent only the batches
-        that touch it, and the mark says none up to that id is still to come."""
-        for name, sent in self._spanning_sent.items():
-            top = max(sent.values())
+        """A progress mark of the last spanning batch id sent in this transaction, on every
+        spanning stream, to each partition that did not get that batch: an engine is sent
+        only the batches that touch it, and the mark says none up to that id is still to
+        come on that stream."""
+        if not self._spanning_sent:
+            return
+        top = max(i for sent in self._spanning_sent.values() for i in sent.values())
+        for name in self._dataflow.spanning_streams:
+            sent = self._spanning_sent.get(name, {})
             codec = self._codec(name)
             value = codec.encode(PROGRESS, top, [])
             for partition in range(self._partition_count(name)):
@@ -314,14 +321,20 @@ class BatchProducer:
             raise
 
     def _next_id(self, name: str, given: int | None) -> int:
-        last = self._last_id.get(name)
+        """The batch id to send: `given`, or the next after the highest sent on `name`, or,
+        for a spanning stream, on any of the app's spanning streams (one sequence)."""
+        spanning = self._dataflow.spanning_streams
+        sequence = _SPANNING if name in spanning else name
+        last = self._last_id.get(sequence)
         if last is None:
-            last = self._highest_on_topic(name)
+            last = max(map(self._highest_on_topic, spanning if name in spanning else [name]))
         if given is not None and given <= last:
+            which = "on the app's spanning streams (one sequence)" if name in spanning else ""
             raise BatchError(f"stream {name!r}: batch id {given} is not above {last}, the "
-                             "highest sent; batch ids increase")  # fmt: skip
+                             f"highest sent{' ' + which if which else ''}; batch ids "
+                             "increase")  # fmt: skip
         chosen = last + 1 if given is None else given
-        self._last_id[name] = chosen
+        self._last_id[sequence] = chosen
         return chosen
 
     def _highest_on_topic(self, name: str) -> int:

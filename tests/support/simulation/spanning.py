@@ -286,6 +286,29 @@ def routed(
     return logs
 
 
+def routed_together(
+    app: App, batches: list[tuple[str, list[Record]]], partitions: int, rng: random.Random
+) -> dict[str, Log]:
+    """Several spanning streams' logs as one producer writes them: batch b (from 1, one id
+    sequence) of its stream on the partitions it touches (`touched`), in transactions of
+    random length, each ending with a progress mark of its last id, on every spanning
+    stream, to each partition whose log of that stream ends below it."""
+    streams = sorted(app.dataflow().spanning_streams)
+    logs: dict[str, Log] = {s: [[] for _ in range(partitions)] for s in streams}
+    b = 0
+    while b < len(batches):
+        end = min(len(batches), b + rng.randint(1, 6))
+        for i in range(b, end):
+            stream, tuples = batches[i]
+            for p in sorted(touched(app, stream, tuples, partitions)):
+                logs[stream][p].append((stream, i + 1, tuples))
+        b = end
+        for log in (log for s in streams for log in logs[s]):
+            if not log or log[-1][1] < b:
+                log.append((PROGRESS, b, []))
+    return logs
+
+
 class OrdersSim(SpanCluster):
     """The order pipeline: the catalogue and accounts first, then the events, routed to
     the partitions each batch touches with a mark every `mark_every` batches, or with

@@ -39,7 +39,7 @@ def test_rows_go_back_to_the_point_right_after_a_batch() -> None:
     base = MemoryState()
     base.tables["t"] = {("a",): {"v": 1}, ("b",): {"v": 2}}
     group = WriteSet()
-    h = History("s", 5, frozenset({"t"}))
+    h = History(5, frozenset({"t"}))
     h.asked()
     write(h, group, base, 6, a=10)
     h.passed(6)
@@ -59,7 +59,7 @@ def test_rows_go_back_to_the_point_right_after_a_batch() -> None:
 
 def test_other_tables_are_not_kept_and_a_point_before_the_start_is_refused() -> None:
     base, group = MemoryState(), WriteSet()
-    h = History("s", None, frozenset({"t"}))
+    h = History(None, frozenset({"t"}))
     h.asked()
     other = WriteSet(group)
     other.put("u", ("x",), {"v": 1})
@@ -69,16 +69,16 @@ def test_other_tables_are_not_kept_and_a_point_before_the_start_is_refused() -> 
     h.passed(1)
     assert h.rows_at(-1, "t", now(group, base)) == {("a",): {"v": 1}}
     assert h.rows_at(1, "t", now(group, base)) == {("a",): {"v": 2}}
-    restarted = History("s", 1, frozenset({"t"}))
+    restarted = History(1, frozenset({"t"}))
     restarted.asked()
-    with pytest.raises(TooOld, match=r"batch 0 of 's'.*batch 1"):
+    with pytest.raises(TooOld, match=r"spanning batch 0 is older.*batch 1"):
         restarted.rows_at(0, "t", {})
 
 
 def test_only_the_newest_before_images_are_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(history_mod, "LIMIT", 3)
     base, group = MemoryState(), WriteSet()
-    h = History("s", 0, frozenset({"t"}))
+    h = History(0, frozenset({"t"}))
     h.asked()
     for batch in range(1, 5):
         write(h, group, base, batch, a=batch)
@@ -93,7 +93,7 @@ def test_only_the_newest_before_images_are_kept(monkeypatch: pytest.MonkeyPatch)
 def test_before_images_are_kept_from_the_first_query_until_queries_stop(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    h = History("s", 3, frozenset({"t"}))
+    h = History(3, frozenset({"t"}))
     assert not h.recording  # no query yet: the engine keeps nothing
     h.passed(4)
     h.asked()  # the first query is answered as of batch 4, and every later cut is newer

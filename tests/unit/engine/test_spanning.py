@@ -78,16 +78,24 @@ def test_a_spanning_input_has_no_other_reader() -> None:
         app.dataflow()
 
 
-def test_an_app_has_one_spanning_stream() -> None:
-    """Two would deadlock: engines queue their batches in different orders (seen in the
-    simulation: 38 of 40 seeded runs stuck)."""
+def test_an_app_may_have_several_spanning_streams_at_pl3_or_pl4() -> None:
+    """Their batches run in one global order; below PL3 an epoch's reads are per stream,
+    so two spanning streams are refused there, naming the stream."""
     app = spanning_app()
     app.stream("more", schema="bank.Payment")
 
     @app.procedure(input="more", touches=lambda t: [("accounts", t["employer"])])
     def also(ctx: TxnContext, batch: Sequence[Record]) -> None: ...
 
-    with pytest.raises(DataflowError, match="streams 'events' and 'more' are both read by"):
+    assert sorted(app.dataflow().spanning_streams) == ["events", "more"]
+    app.stream("epochal", schema="bank.Payment")
+
+    @app.procedure(
+        input="epochal", touches=lambda t: [("accounts", t["employer"])], isolation="PL2"
+    )
+    def below(ctx: TxnContext, batch: Sequence[Record]) -> None: ...
+
+    with pytest.raises(DataflowError, match="'epochal' runs below PL3"):
         app.dataflow()
 
 

@@ -1,6 +1,6 @@
 """Recent before-images of an engine's rows, so every engine can be read as of one batch.
 
-Engines run a spanning stream's batches in the same order but not in step: when a query
+Engines run the spanning streams' batches in one order (by batch id) but not in step: when a query
 reaches them, one has run batch 40 and another batch 37. A serializable query reads them all
 as of the same point b (a consistent cut): an engine behind answers once it has run batch b,
 and an engine ahead takes its rows back to b with the before-images of every write since.
@@ -37,8 +37,7 @@ class TooOld(Exception):
 
 
 class History:
-    def __init__(self, stream: str, point: int | None, tables: frozenset[str]) -> None:
-        self.stream = stream
+    def __init__(self, point: int | None, tables: frozenset[str]) -> None:
         self.point = NONE if point is None else point
         self.floor = self.point  # the oldest point the kept before-images can rebuild
         self.running: int | None = None  # the spanning batch running now, if one is
@@ -77,8 +76,8 @@ class History:
         """`rows`, the table now (or its row at `key`), taken back to `point`."""
         if point < self.floor or (point < self.point and not self.recording):
             raise TooOld(
-                f"batch {point} of {self.stream!r} is older than this engine can read back "
-                f"to (batch {self.floor})"
+                f"spanning batch {point} is older than this engine can read back to (batch "
+                f"{self.floor})"
             )
         for tag, t, k, before in reversed(self._before):
             if tag <= point:

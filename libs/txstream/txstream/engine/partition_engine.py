@@ -129,18 +129,20 @@ class PartitionEngine:
                 "any input, or it would hold prepared transactions twice"
             )
         self._loaded = True
-        if self.spanning:  # one at most (`Dataflow`)
-            (stream,) = self.spanning
-            point = self.ledger.sys_value(last_batch_key(stream, self.partition))
-            history = History(stream, point, frozenset(self.dataflow.decl.tables))
+        if self.spanning:  # their batch ids are one order (`SpanRunner._admit`)
+            lasts = [self.ledger.sys_value(last_batch_key(s, self.partition))
+                     for s in sorted(self.spanning)]  # fmt: skip
+            point = max((b for b in lasts if b is not None), default=None)
+            history = History(point, frozenset(self.dataflow.decl.tables))
             self.executor.keep_history(history)
-            self.ledger.watch(stream, self._spanning_completed)
+            for stream in self.spanning:
+                self.ledger.watch(stream, self._spanning_completed)
         self.spans.load()
         self.participant.load()
         return sorted(self.participant.prepared)
 
     def _spanning_completed(self, batch_id: int) -> None:
-        """A batch of the spanning stream completed: cut reads waiting for it are answered."""
+        """A spanning batch completed: cut reads waiting for it are answered."""
         history = self.executor.history
         assert history is not None
         history.passed(batch_id)
@@ -275,7 +277,7 @@ class PartitionEngine:
             self.load()
         self.hop_router.run(procedure, batch_id, tuples)
 
-    def progress(self, stream: str, batch_id: int, source: Source) -> None:
+    def progress(self, stream: str, batch_id: int, source: Source | None) -> None:
         """A producer's progress mark on border `stream`: every batch up to `batch_id` has
         been sent to this partition. It counts as the last batch seen, so an ordered hop fed
         from here may pass it, and a later batch not above it is refused as stale."""
@@ -288,13 +290,14 @@ class PartitionEngine:
             seen = last if queued is None else queued
             if seen is None or batch_id > seen:
                 self.spans.passed(stream, batch_id, source)
-            elif not self.spans.queue:
+            elif self.spans.idle:
                 self.ledger.advance(source)
-            self.spans.reached(source[0], source[2] + 1)
+            if source is not None:
+                self.spans.reached(source[0], source[2] + 1)
             return
         if last is None or batch_id > last:
             self.ledger.set_sys(key, batch_id)
-        if not self.spans.queue:
+        if self.spans.idle:
             self.ledger.advance(source)
 
     def _spanning_batch(
@@ -319,7 +322,7 @@ class PartitionEngine:
             outcome = Outcome.DUPLICATE
         else:
             outcome = self.ledger.stale(stream, batch_id, seen, record)
-            if not self.spans.queue:
+            if self.spans.idle:
                 self.ledger.advance(source)
         if source is not None:  # once queued: what waited for the catch-up waits for its rows
             self.spans.reached(source[0], source[2] + 1)

@@ -102,7 +102,11 @@ class SpanRunner:
         self.released = released
         self.queue: deque[_Entry] = deque()
         self._by_id: dict[tuple[str, int], _Entry] = {}
-        self._tail: dict[str, int] = {}  # stream -> its last batch id queued
+        self._tail: dict[str, int] = {}  # stream -> its last batch id taken in
+        # Spanning streams in the order their batches of one id run (`_admit`), and, per
+        # stream, the batches taken in that wait for the others' to come past them.
+        self._rank = {s: i for i, s in enumerate(sorted(dataflow.spanning_streams))}
+        self._arrived: dict[str, deque[_Entry]] = {s: deque() for s in self._rank}
         self._locks: dict[tuple[str, Key], deque[_Entry]] = {}
         # (participant, reads) to send now: not with the group, since the reads are a
         # deterministic function of the input, and a re-send after a crash is identical
@@ -128,19 +132,33 @@ class SpanRunner:
             self.epochs.load(self.ledger.group.ws, self.ledger.base)
         self.loaded = True
 
-    def holds(self, spanning: bool) -> bool:
-        """Whether input of this kind must wait: a spanning batch while the queue is full or
-        per-partition work is not committed, anything else while the queue is not empty or
-        the spanning input is still behind its end at the restart."""
+    def holds(self, spanning: bool, stream: str | None = None) -> bool:
+        """Whether input of this kind must wait: a spanning batch while the queue, or the
+        batches of its own `stream` waiting to join it, are full, or per-partition work is
+        not committed; anything else while a spanning batch is queued or waiting, or the
+        spanning input is still behind its end at the restart. (A stream waits only on its
+        own backlog: another's batches may be what the backlog waits for.)"""
         if spanning:
-            return len(self.queue) >= MAX_QUEUED or self.ledger.local_uncommitted
-        return bool(self.queue or self._behind)
+            waiting = len(self._arrived[stream]) if stream in self._arrived else 0
+            full = len(self.queue) >= MAX_QUEUED or waiting >= MAX_QUEUED
+            return full or self.ledger.local_uncommitted
+        return bool(self.queue or self._behind or self._waiting)
+
+    @property
+    def _waiting(self) -> bool:
+        """Batches are taken in that wait for another spanning stream (`_admit`)."""
+        return any(self._arrived.values())
+
+    @property
+    def idle(self) -> bool:
+        """No spanning batch is queued or waiting: an input position may move on at once."""
+        return not self.queue and not self._waiting
 
     def reading(self, ws: WriteSet) -> bool:
         """Whether a batch queued here declares a row `ws` writes (its reads went out, or
         will when it starts), or may once the spanning input is caught up after a start
         (its reads may have gone out before the crash): the row must not change before."""
-        if self._behind:
+        if self._behind or self._waiting:
             return True
         return any((table, key) in self._locks for table, rows in ws.tables.items() for key in rows)
 
@@ -170,7 +188,8 @@ class SpanRunner:
         source: Source | None,
         record: bytes | None,
     ) -> None:
-        """Queue the next batch of a spanning stream, and move the queue on."""
+        """Take in the next batch of a spanning stream: it joins the queue in its place in
+        the global order (`_admit`), and the queue moves on."""
         if not self.loaded:
             raise RuntimeError(
                 "a spanning batch before SpanRunner.load(): below PL3 it would read the "
@@ -195,15 +214,51 @@ class SpanRunner:
             if ledger.partition not in entry.plan.participants:
                 entry.state = _State.DONE
             entry.local = frozenset(entry.plan.local(ledger.partition))
+        self._take_in(stream, entry)
+
+    def _take_in(self, stream: str, entry: _Entry) -> None:
+        self._by_id[(stream, entry.batch_id)] = entry
+        self._tail[stream] = entry.batch_id
+        self._arrived[stream].append(entry)
+        self._admit()
+        self._run_ready()
+
+    def _admit(self) -> None:
+        """Queue the batches taken in, in one global order for every spanning stream: by
+        batch id, then by stream name. A batch joins once no other spanning stream can
+        still bring one before it here: each has come past its id (a batch or a progress
+        mark of that id or above; of the id before, for a stream ordered after it). Every
+        engine so queues the batches it shares with another in the same order, and each
+        takes its keys' locks in that order, so none waits for another in a cycle (as in
+        Calvin). With one spanning stream a batch joins at once."""
+        arrived, rank = self._arrived, self._rank
+        while True:
+            heads = [(q[0].batch_id, rank[s], s) for s, q in arrived.items() if q]
+            if not heads:
+                return
+            batch_id, mine, stream = min(heads)
+            for other, theirs in rank.items():
+                if other == stream:
+                    continue
+                past = self._come_to(other)
+                if past < batch_id - 1 or (past == batch_id - 1 and theirs < mine):
+                    return  # a batch of `other` may still come before this one
+            self._enqueue(arrived[stream].popleft())
+
+    def _come_to(self, stream: str) -> int:
+        """The highest batch id `stream` has brought here (a batch or a mark), 0 if none."""
+        taken = self._tail.get(stream)
+        if taken is not None:
+            return taken
+        return self.ledger.sys_value(last_batch_key(stream, self.ledger.partition)) or 0
+
+    def _enqueue(self, entry: _Entry) -> None:
         self.queue.append(entry)
-        self._by_id[(stream, batch_id)] = entry
-        self._tail[stream] = batch_id
         if entry.state is _State.QUEUED:
             for key in entry.local:
                 self._locks.setdefault(key, deque()).append(entry)
             if self._free(entry):
                 self._start(entry)
-        self._run_ready()
 
     def passed(self, stream: str, batch_id: int, source: Source | None) -> None:
         """A producer's progress mark: every batch of `stream` up to `batch_id` that
@@ -211,13 +266,10 @@ class SpanRunner:
         before it (`BatchLedger.passed`)."""
         (proc,) = self.dataflow.consumers[stream]
         entry = _Entry(proc, batch_id, (), source, None, None, state=_State.DONE, mark=True)
-        self.queue.append(entry)
-        self._by_id[(stream, batch_id)] = entry
-        self._tail[stream] = batch_id
-        self._run_ready()
+        self._take_in(stream, entry)
 
     def last_queued(self, stream: str) -> int | None:
-        """The highest batch id of `stream` queued, if any is."""
+        """The highest batch id of `stream` taken in (queued or waiting), if any is."""
         return self._tail.get(stream)
 
     def repeat(self, stream: str, batch_id: int, record: bytes | None) -> bool:

@@ -113,13 +113,14 @@ def build_dataflow(decl: Declarations) -> Dataflow:
         },
         nested_of=nested_of,
     )
-    if len(dataflow.spanning_streams) > 1:
-        first, second, *_ = dataflow.spanning_streams
+    spanning = dataflow.spanning_streams
+    below = [s for s in spanning if dataflow.isolation(dataflow.consumers[s][0].name)[0].epochs]
+    if len(spanning) > 1 and below:
         raise DataflowError(
-            f"streams {first!r} and {second!r} are both read by spanning procedures: an app "
-            "has one spanning stream, since each engine takes two topics in its own order, "
-            "and batches of the two would wait for each other across engines; merge them "
-            "into one stream (a field telling the kinds apart)"
+            f"streams {', '.join(map(repr, spanning))} are read by spanning procedures, and "
+            f"{below[0]!r} runs below PL3: with more than one spanning stream every one runs "
+            "at PL3 or PL4 (an epoch's reads are kept per stream, so two streams in one "
+            "epoch would each read the other's writes as of a different start)"
         )
     return dataflow
 

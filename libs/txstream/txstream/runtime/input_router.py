@@ -172,7 +172,7 @@ class InputRouter:
         hop = self.inputs.hops.get(topic)
         if stream is None and hop is None:  # the coordinator's requests
             return self._oltp(topic, offset, value)
-        if self.spanning and engine.spans.holds(spanning=stream in engine.spanning):
+        if self.spanning and engine.spans.holds(stream in engine.spanning, stream):
             return False
         if engine.blocked:
             return False  # TEs are not checked row by row: they wait for every decision

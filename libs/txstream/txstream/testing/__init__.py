@@ -127,14 +127,23 @@ class AppTester:
         self.aborts: list[AbortRecord] = []
 
     def feed(self, stream: str, tuples: Sequence[Record], batch_id: int | None = None) -> Outcome:
-        """Process one batch of `stream` (ids count up from 1 unless given) and commit it."""
+        """Process one batch of `stream` (ids count up from 1 unless given) and commit it.
+        Several spanning streams share one id sequence, which is the order their batches
+        run in: a batch fed runs at once, as every other spanning stream is marked as past
+        its id (a later batch of one at or below it is stale)."""
         if stream not in self.engine.dataflow.decl.streams:
             known = sorted(self.engine.dataflow.decl.streams)
             raise DataflowError(f"app {self.app.name!r} has no stream {stream!r}; it has {known}")
+        spanning = self.engine.spanning
+        together = stream in spanning and len(spanning) > 1
+        sequence = "" if together else stream  # "": the spanning streams' one sequence
         if batch_id is None:
-            batch_id = self._next_ids.get(stream, 1)
-        self._next_ids[stream] = max(self._next_ids.get(stream, 1), batch_id + 1)
+            batch_id = self._next_ids.get(sequence, 1)
+        self._next_ids[sequence] = max(self._next_ids.get(sequence, 1), batch_id + 1)
         outcome = self.engine.process(stream, batch_id, [dict(t) for t in tuples])
+        if together:
+            for other in sorted(spanning - {stream}):
+                self.engine.progress(other, batch_id, None)
         self._hops(self._commit())
         return outcome
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from txstream.config import Settings
 from txstream.engine.group import ORDER_HEADER, BatchRun, decode_order
-from txstream.engine.hops import Part
+from txstream.engine.hops import PROGRESS, Part
 from txstream.engine.promises import promise_id
 from txstream.kafka.read import read_to_committed_end
 from txstream.kafka.topics import AppTopics
@@ -93,14 +93,16 @@ def batches_of(
     codec: BatchCodec,
     writers: dict[str, BatchCodec],
 ) -> dict[int, list[Record]]:
-    """Batch id -> tuples, the first record of each id (a later one was a re-send or stale)."""
+    """Batch id -> tuples, the first record of each id (a later one was a re-send or stale);
+    a producer's progress mark is no batch, and ran nowhere."""
     out: dict[int, list[Record]] = {}
     for msg in read_to_committed_end(settings, topic, partition):
         try:
             batch = codec.decode(msg.value() or b"", _writer(msg, codec, writers))
         except BatchDecodeError:
             continue  # dead-lettered by the engine, never run: not in the order either
-        out.setdefault(batch.batch_id, batch.tuples)
+        if batch.stream != PROGRESS:
+            out.setdefault(batch.batch_id, batch.tuples)
     return out
 
 
