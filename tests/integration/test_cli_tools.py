@@ -17,6 +17,7 @@ import pytest
 from confluent_kafka import Producer
 from typer.testing import CliRunner, Result
 
+from bank.stream_transfers import build_app as build_transfers
 from tests.support.kafka_env import KafkaEnv, free_port
 from tests.support.kafka_reads import read_to_end, read_until
 from txstream.cli.main import app
@@ -326,6 +327,41 @@ def test_a_progress_mark_follows_the_batches_on_every_partition(
                   input=lines(*VOTES))  # fmt: skip
     assert refused.exit_code == 2
     assert "--progress marks batches: it needs --envelope" in refused.stderr
+
+
+def test_routed_batches_go_only_where_their_keys_live_with_progress_marks(
+    kafka: KafkaEnv, env: dict[str, str], new_topic: Callable[..., str]
+) -> None:
+    """A spanning procedure's input placed by its declared keys (`bank.stream_transfers`:
+    a transfer touches its payer and payee): each partition gets the batches with a payer
+    or payee it owns (worked out here), and a progress mark of the highest id if it did
+    not get that batch."""
+    topic = new_topic("cli-route", partitions=3)
+    moves = [(0, 1), (2, 2), (4, 5), (1, 3)]
+    batches = [{"batch_id": b, "tuples": [{"seq": b, "payer": x, "payee": y, "amount": 1}]}
+               for b, (x, y) in enumerate(moves, 1)]  # fmt: skip
+    args = ["produce", "-t", topic, "-s", "bank.Transfer", "--envelope", "transfers", "--app",
+            "bank.stream_transfers:from_params", "--route"]  # fmt: skip
+    result = run(env, *args, input=lines(*batches))
+    assert result.exit_code == 0, result.stderr
+    assert "produced 4 batches (4 tuples) of stream transfers to the partitions" in result.stderr
+    registry = build_transfers().schema_registry(Path(env["TXSTREAM_SCHEMA_DIR"]))
+    codec = BatchCodec(registry.get("bank.Transfer"))
+    for p in range(3):
+        got = [codec.decode(v) for _, v in read_to_end(kafka.settings, topic, p)]
+        want = [b for b, (x, y) in enumerate(moves, 1)
+                if p in {partition_of((x,), 3), partition_of((y,), 3)}]  # fmt: skip
+        marks = [] if want and want[-1] == 4 else [4]
+        assert [b.batch_id for b in got if b.stream == "transfers"] == want, f"partition {p}"
+        assert [b.batch_id for b in got if b.stream == "__progress__"] == marks, f"partition {p}"
+    refused = run(env, *args[:-3], "--broadcast", "--route", input=lines(*batches))
+    assert refused.exit_code == 2
+    assert "--route places each batch by the keys" in refused.stderr
+    wrong = run(env, "produce", "-t", topic, "-s", "bank.Opening", "--envelope", "opens",
+                "--app", "bank.stream_transfers:from_params", "--route",
+                input=lines({"batch_id": 1, "tuples": [{"account": 1, "balance": 5}]}))  # fmt: skip
+    assert wrong.exit_code == 2
+    assert "stream 'opens' is not a spanning procedure's input" in wrong.stderr
 
 
 def test_an_envelope_batch_has_one_partition_key(

@@ -33,7 +33,8 @@ from txstream.kafka.clients import (
     send,
     transactional_producer_config,
 )
-from txstream.kafka.routing import partition_of
+from txstream.kafka.routing import partition_of, span_places
+from txstream.model.app import App
 from txstream.model.declarations import Key
 from txstream.schemas import BatchCodec, SchemaError, SchemaRegistry, find_error
 from txstream.schemas.records import encode_record
@@ -58,6 +59,8 @@ class Encoded:
     route: Key | None = None  # the key-field value as a routing key: placed by `partition_of`
     batch_id: int | None = None  # an envelope's
     everywhere: bool = False  # to every partition (a progress mark)
+    places: tuple[int, ...] | None = None  # to these partitions (a routed spanning batch)
+    mark: bool = False  # a progress mark, not a batch
 
 
 Encoder = Callable[[Any], Encoded]
@@ -101,6 +104,15 @@ def produce(
         str | None,
         typer.Option("--app", help="module:app whose record types give --schema too."),
     ] = None,
+    route: Annotated[
+        bool,
+        typer.Option(
+            "--route",
+            help="Each batch (with --envelope, of a spanning procedure's input of --app) only "
+            "to the partitions owning a key it declares, then a progress mark of the highest "
+            "id to every other partition.",
+        ),
+    ] = False,
     mark_progress: Annotated[
         bool,
         typer.Option(
@@ -121,8 +133,25 @@ def produce(
     if mark_progress and envelope is None:
         err.print("[red]error:[/red] --progress marks batches: it needs --envelope")
         raise typer.Exit(2)
+    if route and (broadcast or key_field is not None or envelope is None or app_spec is None):
+        err.print(
+            "[red]error:[/red] --route places each batch by the keys the app's spanning "
+            "procedure declares: it needs --envelope and --app, and takes no --broadcast or "
+            "--key-field"
+        )
+        raise typer.Exit(2)
     settings = Settings()
     application = None if app_spec is None else app_or_exit(app_spec)
+    if (
+        route
+        and application is not None
+        and envelope not in application.dataflow().spanning_streams
+    ):
+        spanning = ", ".join(application.dataflow().spanning_streams) or "none"
+        err.print(f"[red]error:[/red] --route: stream {escape(repr(envelope))} is not a "
+                  f"spanning procedure's input in app {application.name!r} (those: "
+                  f"{spanning})")  # fmt: skip
+        raise typer.Exit(2)
     try:
         registry = (
             SchemaRegistry(settings.schema_dir)
@@ -162,7 +191,13 @@ def produce(
         if not records:
             err.print("the input has no records; nothing was produced")
             return
-        if mark_progress:
+        if route and application is not None and envelope is not None:
+            try:
+                records = routed(records, record_schema, application, envelope, partitions)
+            except InputError as e:
+                err.print(f"[red]error:[/red] {escape(str(e))}; nothing was produced")
+                raise typer.Exit(2) from e
+        elif mark_progress:
             records.append(progress_mark(record_schema, records))
         headers: list[tuple[str, str | bytes | None]] = [(SCHEMA_HEADER, schema.encode())]
         try:
@@ -172,14 +207,16 @@ def produce(
             err.print(f"[red]error:[/red] {reason}")
             raise typer.Exit(1) from e
     tuples = sum(r.tuples for r in records)
-    batches = len(records) - mark_progress
+    batches = sum(1 for r in records if not r.mark)
     what = (
         f"{plural(batches, 'batch')} ({plural(tuples, 'tuple')}) of stream {envelope}"
         if envelope is not None
         else plural(len(records), "record")
     )
     where = f"to every partition of {topic}" if broadcast else f"to {topic}"
-    if mark_progress:
+    if route:
+        where = f"to the partitions of {topic} they touch, with progress marks"
+    elif mark_progress:
         where += f", and a progress mark at batch {records[-1].batch_id} to every partition"
     err.print(f"produced {what} {where} in one transaction", markup=False)
 
@@ -188,7 +225,32 @@ def progress_mark(tuple_schema: Schema, records: list[Encoded]) -> Encoded:
     """Every batch up to the highest id in `records` is sent (`engine.hops.PROGRESS`)."""
     top = max(r.batch_id for r in records if r.batch_id is not None)
     value = BatchCodec(tuple_schema).encode(PROGRESS, top, [])
-    return Encoded(None, value, 0, batch_id=top, everywhere=True)
+    return Encoded(None, value, 0, batch_id=top, everywhere=True, mark=True)
+
+
+def routed(
+    records: list[Encoded], tuple_schema: Schema, app: App, stream: str, partitions: int
+) -> list[Encoded]:
+    """Each batch placed on the partitions owning a key it declares (`span_places`), then
+    a progress mark of the highest id to each partition that did not get that batch."""
+    codec, df = BatchCodec(tuple_schema), app.dataflow()
+    out, last = [], [0] * partitions
+    for r in records:
+        batch = codec.decode(r.value)
+        try:
+            places = tuple(span_places(df, stream, batch.tuples, partitions))
+        except Exception as e:
+            raise InputError(f"batch {batch.batch_id}: its touches cannot place it: "
+                             f"{type(e).__name__}: {e}") from None  # fmt: skip
+        for p in places:
+            last[p] = batch.batch_id
+        out.append(Encoded(r.key, r.value, r.tuples, batch_id=r.batch_id, places=places))
+    top = max(last)
+    behind = tuple(p for p in range(partitions) if last[p] < top)
+    if behind:
+        mark = codec.encode(PROGRESS, top, [])
+        out.append(Encoded(None, mark, 0, batch_id=top, places=behind, mark=True))
+    return out
 
 
 def plain_encoder(schema: Schema, key_field: str | None) -> Encoder:
@@ -298,7 +360,10 @@ def send_in_one_transaction(
     """Send every record in one transaction (`broadcast`: each to every partition); on any
     failure abort it and re-raise."""
     task = bar.add_task(
-        "producing", total=sum(partitions if broadcast or r.everywhere else 1 for r in records)
+        "producing",
+        total=sum(
+            partitions if broadcast or r.everywhere else len(r.places or (0,)) for r in records
+        ),
     )
     failures: list[KafkaError] = []
 
@@ -317,6 +382,8 @@ def send_in_one_transaction(
         for r in records:
             if broadcast or r.everywhere:
                 places: list[dict[str, int]] = [{"partition": p} for p in range(partitions)]
+            elif r.places is not None:
+                places = [{"partition": p} for p in r.places]
             elif r.route is None:
                 places = [{}]
             else:
