@@ -161,6 +161,23 @@ def test_a_queued_batch_re_sent_is_skipped_and_another_with_its_id_dead_lettered
     assert ("pos", "ev", 0) not in group.ws.tables.get(SYS_TABLE, {}), "nothing done: no position"
 
 
+def test_reads_sent_hold_the_sender_s_own_rows_alone() -> None:
+    """What an engine sends for a batch is its own keys' rows, even when the others' reads
+    come in before its outbox goes out (the task sends once per poll): a Reads sharing the
+    batch's growing rows would carry every participant's rows to every other."""
+    engine = PartitionEngine(spanning_app().dataflow(), MemoryState(), 0, {},
+                             owner=lambda key: int(key[0]) % 3)  # fmt: skip
+    batch = [{"employer": 0, "employee": 0, "amount": 5},
+             {"employer": 1, "employee": 0, "amount": 1},
+             {"employer": 2, "employee": 0, "amount": 1}]  # fmt: skip
+    engine.process("events", 1, batch, ("ev", 0, 0), b"one")
+    engine.spans.receive(Reads("events", 1, 1, {("accounts", (1,)): {"balance": 7}}),
+                         ("x", 0, 0))  # fmt: skip
+    assert [q for q, _ in engine.spans.outbox] == [1, 2]
+    for _, reads in engine.spans.outbox:
+        assert reads.sender == 0 and set(reads.rows) == {("accounts", (0,))}
+
+
 def test_a_completed_batch_re_sent_is_skipped() -> None:
     engine = PartitionEngine(spanning_app().dataflow(), MemoryState(), 0, {})
     batch = [{"employer": 1, "employee": 0, "amount": 5}]

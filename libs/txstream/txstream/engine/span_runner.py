@@ -356,8 +356,10 @@ class SpanRunner:
                 for t, k in e.plan.local(me)
             }
         e.missing = set(e.plan.participants - {me})
+        # one Reads for every receiver, of its own rows: the others' join `e.rows` later
+        reads = Reads(e.proc.input, e.batch_id, me, dict(e.rows))
         for q in sorted(e.missing):
-            self.outbox.append((q, Reads(e.proc.input, e.batch_id, me, e.rows)))
+            self.outbox.append((q, reads))
         e.state = _State.SENT
         e.started = time.monotonic()
         self._take(e)

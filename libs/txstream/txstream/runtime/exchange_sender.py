@@ -34,8 +34,12 @@ class ExchangeSender:
         for one engine packed into as few records as fit (`ReadsCodec.pack`)."""
         self.failures.check("spanning reads")
         per_engine: dict[int, list[bytes]] = {}
-        for q, reads in outbox:
-            per_engine.setdefault(q, []).extend(self.codec.encode(reads, self.max_bytes))
+        encoded: dict[int, list[bytes]] = {}  # id(Reads) -> its records: one batch's reads
+        for q, reads in outbox:  # go to each other participant alike, encoded once
+            records = encoded.get(id(reads))
+            if records is None:
+                records = encoded[id(reads)] = self.codec.encode(reads, self.max_bytes)
+            per_engine.setdefault(q, []).extend(records)
         for q, records in per_engine.items():
             for value in self.codec.pack(records, self.max_bytes):
                 send(self.producer, self.topic, value, partition=q, on_delivery=self.failures)
