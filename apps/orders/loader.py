@@ -1,8 +1,9 @@
 """Put the shop on Kafka as a user's producer would: atomic batches, placed by key.
 
 Items and accounts go to the partition owning their key (the library's routing function),
-so each engine loads its own share. The events stream is read by a spanning procedure, so
-each batch of events goes to every partition: every engine sees the whole sequence.
+so each engine loads its own share. The events stream is read by a spanning procedure: the
+producer sends each batch of events to the partitions owning a key it declares, with a
+progress mark to the others.
 """
 
 from __future__ import annotations
@@ -80,8 +81,8 @@ class ShopLoader:
         progress: Callable[[int], None] | None = None,
         commit_every: int = 2_000,
     ) -> int:
-        """Every batch (to every partition: the stream is a spanning procedure's input),
-        committed in transactions of `commit_every` batches; `progress` is told the last
+        """Every batch (to the partitions it touches: the stream is a spanning procedure's
+        input), committed in transactions of `commit_every` batches; `progress` is told the last
         batch id of each. Returns the last batch id."""
         last = 0
         for start in range(0, len(event_batches), commit_every):
