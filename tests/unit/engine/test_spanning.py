@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import pytest
 
+from bank.refunds import build_app as build_refunds
 from txstream import App, Record, TxnContext
 from txstream.config import Settings
 from txstream.engine.group import SYS_TABLE, Outcome
@@ -109,6 +110,27 @@ def test_reads_round_trip_on_the_wire() -> None:
         codec.decode(b"D" + one[1:])
     with pytest.raises(ReadsDecodeError, match="undecodable"):
         codec.decode(one[:-3])
+
+
+def test_a_batch_of_one_spanning_stream_waits_for_the_others_to_come_past_it() -> None:
+    """Transfers and refunds share one id order (refunds first at one id, by name):
+    refunds batch 3 joins the queue only once no transfers batch below 3 can still come
+    here (one of id 2 or above, or a progress mark); till then it is reported as waiting,
+    naming the stream it waits for."""
+    engine = PartitionEngine(build_refunds().dataflow(), MemoryState(), 0, {})
+    move = [{"seq": 0, "payer": 1, "payee": 2, "amount": 5}]
+    engine.process("refunds", 3, move, ("r", 0, 0), b"r3")
+    waiting = engine.spans.oldest_unadmitted()
+    assert waiting is not None and waiting[:3] == ("refunds", 3, ["transfers"])
+    assert not engine.spans.queue and engine.spans.holds(spanning=False)
+    engine.process("transfers", 1, move, ("t", 0, 0), b"t1")  # before it: runs first
+    assert engine.spans.oldest_unadmitted() is not None, "a transfers batch 2 may come"
+    engine.progress("transfers", 2, ("t", 0, 1))
+    assert engine.spans.oldest_unadmitted() is None and engine.spans.idle
+    group = engine.take_group()
+    assert [(o.stream, o.batch_id) for o in group.outputs] == [
+        ("transfer_outcomes", 1), ("refund_outcomes", 3)
+    ]  # fmt: skip
 
 
 def test_reads_of_several_batches_travel_packed() -> None:

@@ -2,17 +2,19 @@
 
 Batches of a spanning stream arrive in batch order: at least every batch that touches this
 engine (routed to their participants, with progress marks between, `passed`; or all of
-them, broadcast). Each is queued; a queued batch starts (its reads of this engine's keys go
-to the other participants) as soon as no earlier batch still to run here declares one of
-its keys here, so its reads see every earlier batch that
-could change them, and batches on other keys overlap their round trips, as with Calvin's
-deterministic locks. Batches run in batch order, each once every other participant's reads
-are in, and complete as they run: what a group commits is always a prefix of the input
-(writes, outputs, last batch id and position together), and a restart re-runs the rest to
-the same results. (Running a later batch first would commit its writes without its place in
-the input, and the restart would apply them twice.)
+them, broadcast), and those of several spanning streams join one queue in one global order
+(`_admit`). A queued batch starts (its reads of this engine's keys go to the other
+participants) as soon as no earlier batch still to run here declares one of its keys here,
+so its reads see every earlier batch that could change them, and batches on other keys
+overlap their round trips, as with Calvin's deterministic locks. Batches run in batch
+order, each once every other participant's reads are in, and complete as they run: what a
+group commits is always a prefix of the input (writes, outputs, last batch id and position
+together), and a restart re-runs the rest to the same results. (Running a later batch first
+would commit its writes without its place in the input, and the restart would apply them
+twice.)
 
-A batch's reads go out at once, outside the engine's transaction, so what they saw must be
+A batch's reads go out outside the engine's transaction (the task sends them with the others
+of its poll, and before the group that completes the batch commits), so what they saw must be
 what a restarted engine sees again when it re-runs the batch from the last commit. Three
 rules keep per-partition work (a per-partition batch, an OLTP write, a 2PC decision) out of
 every read sent before it commits, in whatever order the input topics are read again
@@ -77,6 +79,7 @@ class _Entry:
     started: float = 0.0  # monotonic time its reads went out
     epoch: int | None = None  # below PL3: the epoch it reads as of the start of
     mark: bool = False  # a progress mark, not a batch: nothing to run
+    taken_at: float = 0.0  # monotonic time it was taken in
 
 
 class SpanRunner:
@@ -217,6 +220,7 @@ class SpanRunner:
         self._take_in(stream, entry)
 
     def _take_in(self, stream: str, entry: _Entry) -> None:
+        entry.taken_at = time.monotonic()
         self._by_id[(stream, entry.batch_id)] = entry
         self._tail[stream] = entry.batch_id
         self._arrived[stream].append(entry)
@@ -238,12 +242,28 @@ class SpanRunner:
                 return
             batch_id, mine, stream = min(heads)
             for other, theirs in rank.items():
-                if other == stream:
-                    continue
-                past = self._come_to(other)
-                if past < batch_id - 1 or (past == batch_id - 1 and theirs < mine):
+                if other != stream and not self._past(other, theirs, batch_id, mine):
                     return  # a batch of `other` may still come before this one
             self._enqueue(arrived[stream].popleft())
+
+    def oldest_unadmitted(self) -> tuple[str, int, list[str], float] | None:
+        """The next batch to join the queue, if one waits for other spanning streams:
+        (its stream, its id, the streams not yet past it, seconds since it came). One that
+        waits long means a spanning stream's producer does not mark its progress."""
+        heads = [(q[0].batch_id, self._rank[s], s) for s, q in self._arrived.items() if q]
+        if not heads:
+            return None
+        batch_id, mine, stream = min(heads)
+        behind = [o for o, theirs in self._rank.items() if o != stream and not self._past(
+            o, theirs, batch_id, mine)]  # fmt: skip
+        entry = self._arrived[stream][0]
+        return stream, batch_id, behind, time.monotonic() - entry.taken_at
+
+    def _past(self, other: str, theirs: int, batch_id: int, mine: int) -> bool:
+        """Whether spanning stream `other` (ranked `theirs`) can bring nothing more that
+        comes before batch `batch_id` of the stream ranked `mine`."""
+        past = self._come_to(other)
+        return past >= batch_id or (past == batch_id - 1 and theirs > mine)
 
     def _come_to(self, stream: str) -> int:
         """The highest batch id `stream` has brought here (a batch or a mark), 0 if none."""

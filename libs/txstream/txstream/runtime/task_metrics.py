@@ -24,6 +24,7 @@ class TaskMetrics:
         self.partition = partition
         self._labels = (app, str(partition))
         self._span_warned = 0.0
+        self._admit_warned = 0.0
         self._hop_warned = 0.0
 
     def recovered(self, records: int, seconds: float) -> None:
@@ -71,6 +72,20 @@ class TaskMetrics:
                 "p%d: spanning batch %d has waited %.0f s for reads from engines %s: is each "
                 "up, and was the batch sent to every partition owning a key it declares?",
                 self.partition, batch_id, waited, engines,
+            )  # fmt: skip
+        unadmitted = spans.oldest_unadmitted()
+        if (
+            unadmitted is not None
+            and unadmitted[3] >= WAIT_WARN_S
+            and now >= self._admit_warned + WAIT_WARN_S
+        ):
+            self._admit_warned = now
+            stream, batch_id, behind, waited = unadmitted
+            log.warning(
+                "p%d: batch %d of spanning stream %r has waited %.0f s for streams %s to "
+                "come past it here: does one producer send every spanning stream, marking "
+                "its progress on each?",
+                self.partition, batch_id, stream, waited, behind,
             )  # fmt: skip
 
     def hops(self, inboxes: Mapping[str, HopInbox]) -> None:
