@@ -280,6 +280,49 @@ def test_a_broadcast_route_seals_each_batch_onto_every_partition(
     assert placed() == dict.fromkeys(range(lanes), expected)
 
 
+def test_a_spanning_route_places_each_batch_where_its_keys_live(
+    settings: Settings, new_topic: Callable[..., str], tmp_path: Path,
+    sequencers: list[SequencerProcess],
+) -> None:  # fmt: skip
+    """The input of a spanning procedure (`bank.stream_transfers`), placed by the keys each
+    batch declares: each partition gets the batches with a payer or payee it owns (worked
+    out here), and the partitions that did not get a commit's last batch a mark of it."""
+    raw, app, partitions = new_topic("raw"), unique("seqspan"), 3
+    TopicAdmin(settings).create_topic(AppTopics(app).stream("transfers"), partitions)
+    moves = [(0, 1), (2, 2), (4, 5), (1, 3), (6, 7), (3, 0)]
+    sent = [{"seq": i, "payer": x, "payee": y, "amount": 1, "batch_id": i + 1}
+            for i, (x, y) in enumerate(moves)]  # fmt: skip
+    produce_events(settings, raw, sent)
+    route = {"topic": raw, "app": app, "stream": "transfers", "schema": "bank.Transfer",
+             "batch_id_field": "batch_id", "seal_after_ms": 100, "spanning": True}  # fmt: skip
+    config = write_config(tmp_path / "span.toml", unique("seq"), [route])
+    proc = SequencerProcess(settings, config, tmp_path / "sequencer.log", "--app",
+                            "bank.stream_transfers:from_params", "--params",
+                            json.dumps({"name": app}))  # fmt: skip
+    sequencers.append(proc)
+
+    def logs() -> dict[int, list[tuple[str, int]]]:
+        by_partition = batches_by_partition(settings, app, "transfers", "bank.Transfer")
+        return {p: [(b.stream, b.batch_id) for b in bs] for p, bs in by_partition.items()}
+
+    def every_partition_at_6() -> bool:
+        return len(logs()) == partitions and all(log and log[-1][1] == 6 for log in logs().values())
+
+    wait_until(every_partition_at_6, 60, proc.alive, "batch 6 or a mark of it everywhere")
+    assert proc.terminate() == 0
+    for p, log in logs().items():
+        owners = [{partition_of((x,), partitions), partition_of((y,), partitions)}
+                  for x, y in moves]  # fmt: skip
+        want = [i + 1 for i, touched in enumerate(owners) if p in touched]
+        assert [b for kind, b in log if kind != PROGRESS] == want, f"partition {p}"
+        assert all(b not in want for kind, b in log if kind == PROGRESS), f"partition {p}"
+    bad = write_config(tmp_path / "bad.toml", unique("seq"), [route])
+    refused = SequencerProcess(settings, bad, tmp_path / "refused.log")  # no --app
+    sequencers.append(refused)
+    assert refused.wait_exit(60) == 2
+    assert "the sequencer needs app" in (tmp_path / "refused.log").read_text()
+
+
 def test_a_progress_route_marks_every_partition_after_the_batches_it_covers(
     settings: Settings, new_topic: Callable[..., str], start: Callable[..., Any]
 ) -> None:

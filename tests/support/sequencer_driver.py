@@ -37,9 +37,10 @@ def write_config(path: Path, name: str, routes: list[dict[str, Any]]) -> Path:
 
 
 class SequencerProcess(ServiceProcess):
-    def __init__(self, settings: Settings, config: Path, log: Path) -> None:
+    def __init__(self, settings: Settings, config: Path, log: Path, *extra: str) -> None:
+        """`extra`: more arguments of `txstream sequencer run` (`--app`, `--params`)."""
         self.config = config
-        super().__init__(settings, ["sequencer", "run", "--config", str(config)], log)
+        super().__init__(settings, ["sequencer", "run", "--config", str(config), *extra], log)
 
 
 def produce_events(

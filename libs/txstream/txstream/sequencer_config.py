@@ -46,6 +46,10 @@ class Route(BaseModel, extra="forbid"):
     # every sealed batch to every partition: the input of a spanning procedure, which each
     # partition engine must see whole and in order (docs/partitioning.md)
     broadcast: bool = False
+    # every sealed batch only to the partitions owning a key it declares (the app's
+    # `touches`; the sequencer runs with --app), and in each commit a progress mark of the
+    # last id to the partitions that did not get it (docs/partitioning.md)
+    spanning: bool = False
     # a progress mark to every border partition once every batch up to some id is sent
     # there: what an ordered repartitioned edge downstream needs (docs/partitioning.md)
     progress: bool = False
@@ -74,6 +78,16 @@ class Route(BaseModel, extra="forbid"):
             raise ValueError(
                 f"route {self.topic!r}: a broadcast route sends every batch to every "
                 f"partition, so key_field {self.key_field!r} would place nothing; drop one"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _spanning_is_placed_by_its_keys(self) -> Route:
+        if self.spanning and (self.broadcast or self.key_field is not None or self.progress):
+            raise ValueError(
+                f"route {self.topic!r}: a spanning route places each batch by the keys it "
+                "declares and marks the progress itself: it takes no broadcast, key_field "
+                "or progress"
             )
         return self
 

@@ -47,7 +47,7 @@ def run(
     except SchemaError as e:
         typer.echo(f"error: {e}", err=True)
         raise typer.Exit(2) from e
-    sequencer = Sequencer(conf, settings, registry)
+    sequencer = Sequencer(conf, settings, registry, application)
 
     def stop(signum: int, frame: FrameType | None) -> None:
         sequencer.stopping.set()

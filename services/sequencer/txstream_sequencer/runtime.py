@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
@@ -25,7 +25,11 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 from txstream.kafka.read import read_to_committed_end
+from txstream.kafka.routing import span_places
 from txstream.kafka.topics import AppTopics
+from txstream.model.app import App
+from txstream.model.dataflow import Dataflow
+from txstream.model.declarations import Record
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.confluent import RegistryClient, RegistryUnavailable
 from txstream.schemas.records import encode_record
@@ -52,6 +56,8 @@ class _Route:
     partitions: int  # of the border topic
     lanes: dict[int, Lane] = field(default_factory=dict)
     marked: int | None = None  # the last progress mark sent, in this incarnation
+    dataflow: Dataflow | None = None  # a spanning route's app: its batches' keys
+    sent: dict[int, int] = field(default_factory=dict)  # in the commit: partition -> last id
 
     def progress_mark(self) -> int | None:
         """The highest batch id up to which every batch is emitted to every partition: one
@@ -64,9 +70,28 @@ class _Route:
         emitted = [lane.state.last for lane in self.lanes.values() if lane.state.last is not None]
         return max(emitted) if emitted else None
 
-    def targets(self, lane: int) -> range:
-        """The border partitions a batch of `lane` goes to: all of them when broadcast."""
+    def targets(self, lane: int, batch_id: int, tuples: list[Record]) -> Sequence[int]:
+        """The border partitions a batch of `lane` goes to: all of them when broadcast; for
+        a spanning route, those owning a key it declares (partition 0 if its `touches`
+        fails: engine 0 records the abort for all), noted for the commit's marks."""
+        if self.dataflow is not None:
+            try:
+                places = span_places(self.dataflow, self.config.stream, tuples, self.partitions)
+            except Exception:
+                places = [0]
+            self.sent.update(dict.fromkeys(places, batch_id))
+            return places
         return range(self.partitions) if self.config.broadcast else range(lane, lane + 1)
+
+    def spanning_marks(self) -> tuple[int, list[int]] | None:
+        """After a commit's batches of a spanning route: the last id, and the partitions
+        that did not get it (each is sent a progress mark of it)."""
+        if not self.sent:
+            return None
+        top = max(self.sent.values())
+        behind = [p for p in range(self.partitions) if self.sent.get(p, 0) < top]
+        self.sent = {}
+        return top, behind
 
 
 class Sequencer:
@@ -75,10 +100,13 @@ class Sequencer:
         config: SequencerConfig,
         settings: Settings,
         registry: SchemaRegistry | None = None,
+        app: App | None = None,
     ) -> None:
         """`registry`: where the routes' schemas are found; the schema directory's by
-        default, or an app's (`App.schema_registry`), which knows its derived schemas."""
+        default, or an app's (`App.schema_registry`), which knows its derived schemas.
+        `app`: the app a spanning route places batches for, by its `touches`."""
         self.config = config
+        self.app = app
         self.settings = settings
         self.registry = registry or SchemaRegistry(settings.schema_dir)
         self.lane_schema = self.registry.get("txstream.SequencerLane")
@@ -103,6 +131,29 @@ class Sequencer:
         except (ValueError, RegistryUnavailable) as e:
             raise SequencerError(f"route {route.topic!r}: {e}") from e
         return client
+
+    def _spanning_dataflow(self, route: Route) -> Dataflow | None:
+        """A spanning route's app dataflow, whose `touches` place its batches; the app must
+        be given, be the route's, and read the stream with a spanning procedure, alone of
+        its spanning streams on this sequencer (several need one id sequence)."""
+        if not route.spanning:
+            return None
+        if self.app is None or self.app.name != route.app:
+            given = "no app" if self.app is None else f"app {self.app.name!r}"
+            raise SequencerError(f"route {route.topic!r} is spanning: the sequencer needs app "
+                                 f"{route.app!r} (--app) to place its batches; it was given "
+                                 f"{given}")  # fmt: skip
+        dataflow = self.app.dataflow()
+        if route.stream not in dataflow.spanning_streams:
+            raise SequencerError(f"route {route.topic!r}: stream {route.stream!r} of app "
+                                 f"{route.app!r} is not a spanning procedure's input")  # fmt: skip
+        others = [r.topic for r in self.config.routes if r.spanning and r.app == route.app]
+        if len(others) > 1:
+            raise SequencerError(f"routes {others} are spanning routes of one app: their "
+                                 "batch ids would be separate sequences, and an app's "
+                                 "spanning streams need one (send them through one "
+                                 "BatchProducer)")  # fmt: skip
+        return dataflow
 
     def open(self) -> None:
         admin = TopicAdmin(self.settings)
@@ -140,8 +191,9 @@ class Sequencer:
             if route.border_topic not in existing:
                 admin.create_topic(route.border_topic, self.settings.kafka_partitions)
             out_parts = admin.partitions(route.border_topic)
-            # a broadcast route seals one sequence of batches: one lane, sent everywhere
-            lane_parts = out_parts[:1] if route.broadcast else out_parts
+            # a broadcast or spanning route seals one sequence of batches: one lane
+            one = route.broadcast or route.spanning
+            lane_parts = out_parts[:1] if one else out_parts
             r = _Route(
                 route,
                 EventReader(
@@ -155,6 +207,7 @@ class Sequencer:
                 ),
                 BatchCodec(self.registry.get(route.schema_name)),
                 len(out_parts),
+                dataflow=self._spanning_dataflow(route),
             )
             limits = Limits(
                 route.max_events,
@@ -266,7 +319,7 @@ class Sequencer:
         for batch in out.sealed:
             route = self.routes[batch.events[0].position[0]]
             value = route.codec.encode(route.config.stream, batch.batch_id, batch.tuples)
-            for p in route.targets(batch.events[0].lane):
+            for p in route.targets(batch.events[0].lane, batch.batch_id, batch.tuples):
                 send(self.producer, route.config.border_topic, value, partition=p)
         self._produce_dead(out.dead)
         self._mark_progress()
@@ -287,6 +340,12 @@ class Sequencer:
         """Progress marks (`engine.hops.PROGRESS`) in the transaction, after its batches: a
         restarted sequencer sends its first again, which the engines take as no news."""
         for route in self.routes.values():
+            spanning = route.spanning_marks()
+            if spanning is not None:
+                top, behind = spanning
+                value = route.codec.encode(PROGRESS, top, [])
+                for p in behind:
+                    send(self.producer, route.config.border_topic, value, partition=p)
             if not route.config.progress:
                 continue
             mark = route.progress_mark()

@@ -26,6 +26,15 @@ def test_a_broadcast_route_takes_no_key_field() -> None:
 
 
 @pytest.mark.parametrize(
+    "other", [{"broadcast": True}, {"key_field": "phone_number"}, {"progress": True}]
+)
+def test_a_spanning_route_is_placed_by_its_keys_alone(other: dict[str, Any]) -> None:
+    with pytest.raises(ValidationError, match="a spanning route places each batch by the keys"):
+        Route.model_validate({**BASE, "batch_id_field": "b", "spanning": True, **other})
+    assert Route.model_validate({**BASE, "policy_events": 5, "spanning": True}).spanning
+
+
+@pytest.mark.parametrize(
     "route",
     [{"policy_events": 10}, {"batch_id_field": "b", "broadcast": True}],
 )
