@@ -4,7 +4,8 @@ The job learns an app from this file alone, never from the app's code, so any ap
 warehouse and the job ships without the apps. Four kinds of entry:
 
 - `[[fact]]`: a stream, appended one row per tuple (`FactTable`); `broadcast = true` for a
-  stream every partition holds whole (a spanning procedure's input): one copy is loaded;
+  spanning procedure's input, whose batches are written to several partitions: one copy of
+  each is loaded;
 - `[[mirror]]`: an engine table followed through the changelog (`MirrorTable`);
 - `[raw]`: raw client events in several dialects, normalized (`normalize.py`), optional;
 - `[snapshot]`: a document computed by SQL over the tables after each micro-batch of the
@@ -50,7 +51,9 @@ class Fact:
     rule: str
     table: FactTable
     rename: Renames = ()
-    broadcast: bool = False  # every partition holds each batch: load partition 0's copy
+    # a spanning procedure's input: load one copy of each batch (partition 0's when
+    # broadcast, else the one keyed `routing.LEADER_KEY`)
+    broadcast: bool = False
 
 
 @dataclass(frozen=True)

@@ -24,6 +24,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Message, Top
 from txstream.commit.markers import COMMIT_END_HEADER
 from txstream.config import Settings
 from txstream.kafka.clients import read_committed_consumer_config
+from txstream.kafka.routing import LEADER_KEY
 from txstream.schemas.codec import WRITER_HEADER
 from txstream_etl.decode import KafkaRecord, decode_records
 from txstream_etl.offsets import Planned
@@ -92,7 +93,7 @@ class DirectReader:
                     return None
                 if offset >= ends[at]:
                     del ends[at]
-                elif error is None and offset >= firsts[at]:
+                elif error is None and offset >= firsts[at] and self._taken(msg, topic, partition):
                     records.append(_record(msg, topic, partition, offset))
         return sorted(records, key=lambda r: (r.topic, r.partition, r.offset))
 
@@ -100,11 +101,17 @@ class DirectReader:
         self.consumer.close()
 
     def _wanted(self, topic: str, partition: int) -> bool:
-        """The partitions Spark's query reads: of a broadcast stream, partition 0's copy."""
+        """The partitions Spark's query reads."""
+        return topic in self.plan.sources
+
+    def _taken(self, msg: Message, topic: str, partition: int) -> bool:
+        """Whether Spark's query takes the record: of a spanning procedure's input, one copy
+        of each batch (partition 0's when broadcast, else its lowest participant's, keyed
+        `LEADER_KEY`)."""
         source = self.plan.sources.get(topic)
-        if source is None:
-            return False
-        return not (isinstance(source, StreamSource) and source.broadcast and partition != 0)
+        if not (isinstance(source, StreamSource) and source.broadcast):
+            return True
+        return partition == 0 or msg.key() == LEADER_KEY
 
 
 def _record(msg: Message, topic: str, partition: int, offset: int) -> KafkaRecord:

@@ -23,6 +23,7 @@ from txstream.commit.markers import COMMIT_END_HEADER
 from txstream.config import Settings
 from txstream.kafka.clients import SCRAM
 from txstream.kafka.published_schemas import published
+from txstream.kafka.routing import LEADER_KEY
 from txstream.kafka.topics import AppTopics
 from txstream.schemas.codec import WRITER_HEADER
 from txstream.state.keys import encode_key
@@ -168,7 +169,9 @@ def start_query(
         if isinstance(source, ChangelogSource):
             kafka = kafka.where((F.col("topic") != topic) | mirrored(source))
         elif isinstance(source, StreamSource) and source.broadcast:
-            kafka = kafka.where((F.col("topic") != topic) | (F.col("partition") == 0))
+            # one copy of each batch: partition 0's when broadcast, else the leader's
+            leader = F.col("key") == F.lit(LEADER_KEY)
+            kafka = kafka.where((F.col("topic") != topic) | (F.col("partition") == 0) | leader)
     decoded = kafka.mapInArrow(functools.partial(decode_arrow, query.plan), DECODED_DDL)
     stream = (
         decoded.writeStream.queryName(f"{app}:{query.name}")

@@ -23,7 +23,7 @@ class StreamSource:
     # Earlier versions of the tuple schema that records may carry (`evolution.py`):
     # fingerprint -> `.avsc` JSON, each readable as the current one.
     writers: tuple[tuple[str, str], ...] = ()
-    broadcast: bool = False  # every partition holds each batch: partition 0's copy is read
+    broadcast: bool = False  # a spanning procedure's input: one copy of each batch is read
 
 
 @dataclass(frozen=True)

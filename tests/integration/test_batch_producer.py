@@ -17,7 +17,7 @@ from tests.support.kafka_env import KafkaEnv
 from txstream import App, BatchError, BatchProducer, Record, TxnContext
 from txstream.kafka.admin import TopicAdmin
 from txstream.kafka.read import read_to_committed_end
-from txstream.kafka.routing import partition_of
+from txstream.kafka.routing import LEADER_KEY, partition_of
 from txstream.schemas import BatchCodec
 from txstream.sequencer_config import Route, SequencerConfig
 
@@ -251,9 +251,13 @@ def test_a_spanning_batch_goes_only_to_the_partitions_it_touches(kafka: KafkaEnv
         app.decl.streams["transfers"].schema))  # fmt: skip
     written = broadcast = 0
     for p in range(partitions):
-        values = [m.value() or b"" for m in
-                  read_to_committed_end(settings, f"{app.name}.transfers", p)]  # fmt: skip
-        records = [(codec.decode(v), len(v)) for v in values]
+        messages = list(read_to_committed_end(settings, f"{app.name}.transfers", p))
+        records = [(codec.decode(m.value() or b""), len(m.value() or b"")) for m in messages]
+        for m, (batch, _) in zip(messages, records, strict=True):  # the leader's copy: keyed
+            rows = moves[batch.batch_id - 1]
+            lowest = min(partition_of((rows[0][k],), partitions) for k in ("payer", "payee"))
+            leader = batch.stream == "transfers" and p == lowest
+            assert m.key() == (LEADER_KEY if leader else None), f"partition {p}"
         got = [b.batch_id for b, _ in records if b.stream == "transfers"]
         want = [i for i, rows in zip(ids, moves, strict=True)
                 if p in {partition_of((rows[0]["payer"],), partitions),

@@ -30,7 +30,7 @@ from txstream.kafka.admin import (
     TopicNotFoundError,
 )
 from txstream.kafka.clients import idempotent_producer_config, read_committed_consumer_config
-from txstream.kafka.routing import partition_of
+from txstream.kafka.routing import LEADER_KEY, partition_of
 from txstream.oltp.messages import CoordinatorLog, Decision, Wire
 from txstream.oltp.origin import Origin
 from txstream.schemas.codec import BatchCodec
@@ -348,9 +348,13 @@ def test_routed_batches_go_only_where_their_keys_live_with_progress_marks(
     registry = build_transfers().schema_registry(Path(env["TXSTREAM_SCHEMA_DIR"]))
     codec = BatchCodec(registry.get("bank.Transfer"))
     for p in range(3):
-        got = [codec.decode(v) for _, v in read_to_end(kafka.settings, topic, p)]
+        keyed = [(k, codec.decode(v)) for k, v in read_to_end(kafka.settings, topic, p)]
+        got = [b for _, b in keyed]
         want = [b for b, (x, y) in enumerate(moves, 1)
                 if p in {partition_of((x,), 3), partition_of((y,), 3)}]  # fmt: skip
+        leading = [b for b, (x, y) in enumerate(moves, 1)
+                   if p == min(partition_of((x,), 3), partition_of((y,), 3))]  # fmt: skip
+        assert [b.batch_id for k, b in keyed if k == LEADER_KEY] == leading, f"partition {p}"
         marks = [] if want and want[-1] == 4 else [4]
         assert [b.batch_id for b in got if b.stream == "transfers"] == want, f"partition {p}"
         assert [b.batch_id for b in got if b.stream == "__progress__"] == marks, f"partition {p}"

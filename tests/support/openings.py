@@ -11,7 +11,7 @@ from confluent_kafka import Producer
 from txstream.config import Settings
 from txstream.kafka.clients import send
 from txstream.kafka.read import read_to_committed_end
-from txstream.kafka.routing import partition_of
+from txstream.kafka.routing import LEADER_KEY, partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Record
 from txstream.schemas.codec import BatchCodec
@@ -62,15 +62,17 @@ def send_routed(
     first: int = 1,
 ) -> None:
     """Batch b (from `first`) of `transfers` to the partitions owning a payer or payee of
-    it, then a progress mark of the last id to each partition that did not get that batch:
-    as a routing producer writes them (placed here from the keys, apart from the library)."""
+    it (the lowest one's copy keyed `LEADER_KEY`), then a progress mark of the last id to
+    each partition that did not get that batch: as a routing producer writes them (placed
+    here from the keys, apart from the library)."""
     last = [0] * partitions
     top = first + len(batches) - 1
     for b, batch in enumerate(batches, first):
         value = codec.encode("transfers", b, batch)
         owners = {partition_of((t[k],), partitions) for t in batch for k in ("payer", "payee")}
         for p in sorted(owners):
-            send(producer, topics.stream("transfers"), value, partition=p)
+            key = LEADER_KEY if p == min(owners) else None
+            send(producer, topics.stream("transfers"), value, key=key, partition=p)
             last[p] = b
     mark = codec.encode("__progress__", top, [])
     for p in range(partitions):

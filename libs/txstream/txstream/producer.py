@@ -37,7 +37,7 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 from txstream.kafka.read import read_to_committed_end
-from txstream.kafka.routing import partition_of, span_places
+from txstream.kafka.routing import LEADER_KEY, partition_of, span_places
 from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.model.app import App
 from txstream.model.declarations import Record, Stream, name_of
@@ -114,11 +114,14 @@ class BatchProducer:
         batch_id = self._next_id(name, batch_id)
         places = self._places(name, declared, tuples, batch_id)
         value = codec.encode(name, batch_id, tuples)
+        spanning = name in self._dataflow.spanning_streams
         with self.transaction():
             for partition in places:
-                send(self._producer, self.topics.stream(name), value, partition=partition,
-                     headers=codec.headers, on_delivery=self._delivered)  # fmt: skip
-            if name in self._dataflow.spanning_streams:
+                key = LEADER_KEY if spanning and partition == places[0] else None
+                send(self._producer, self.topics.stream(name), value, key=key,
+                     partition=partition, headers=codec.headers,
+                     on_delivery=self._delivered)  # fmt: skip
+            if spanning:
                 sent = self._spanning_sent.setdefault(name, {})
                 sent.update(dict.fromkeys(places, batch_id))
         return batch_id

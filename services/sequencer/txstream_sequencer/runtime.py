@@ -25,7 +25,7 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 from txstream.kafka.read import read_to_committed_end
-from txstream.kafka.routing import span_places
+from txstream.kafka.routing import LEADER_KEY, span_places
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.dataflow import Dataflow
@@ -319,8 +319,11 @@ class Sequencer:
         for batch in out.sealed:
             route = self.routes[batch.events[0].position[0]]
             value = route.codec.encode(route.config.stream, batch.batch_id, batch.tuples)
-            for p in route.targets(batch.events[0].lane, batch.batch_id, batch.tuples):
-                send(self.producer, route.config.border_topic, value, partition=p)
+            places = route.targets(batch.events[0].lane, batch.batch_id, batch.tuples)
+            for p in places:
+                # a spanning batch's copy on its lowest participant is the one to read whole
+                key = LEADER_KEY if route.dataflow is not None and p == places[0] else None
+                send(self.producer, route.config.border_topic, value, key=key, partition=p)
         self._produce_dead(out.dead)
         self._mark_progress()
         for lane in changed:

@@ -136,7 +136,7 @@ def warehouse(app: App, registry: SchemaRegistry) -> str:
         out += ["", "[[fact]]", f"table = {_toml(name)}", f"stream = {_toml(s.name)}",
                 f"schema = {_toml(s.schema)}", f"columns = {_toml(ddl.column_list(cols))}",
                 *rename]  # fmt: skip
-        if s.name in spanning:  # every engine reads each batch: one copy is the fact
+        if s.name in spanning:  # a batch on several partitions: one copy is the fact
             out.append("broadcast = true")
     for t in decl.tables.values():
         key = [(k, ddl.PRIMITIVES[avro]) for k, avro in t.key] or [("key", "STRING")]

@@ -33,7 +33,7 @@ from txstream.kafka.clients import (
     send,
     transactional_producer_config,
 )
-from txstream.kafka.routing import partition_of, span_places
+from txstream.kafka.routing import LEADER_KEY, partition_of, span_places
 from txstream.model.app import App
 from txstream.model.declarations import Key
 from txstream.schemas import BatchCodec, SchemaError, SchemaRegistry, find_error
@@ -384,6 +384,9 @@ def send_in_one_transaction(
                 places: list[dict[str, int]] = [{"partition": p} for p in range(partitions)]
             elif r.places is not None:
                 places = [{"partition": p} for p in r.places]
+                if not r.mark:  # the lowest participant's copy is the one to read whole
+                    send(producer, topic, r.value, key=LEADER_KEY, on_delivery=delivered,
+                         headers=headers, partition=places.pop(0)["partition"])  # fmt: skip
             elif r.route is None:
                 places = [{}]
             else:

@@ -19,6 +19,11 @@ from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Record
 from txstream.state.keys import encode_key
 
+# The Kafka key of a routed spanning batch's copy on its lowest participant: the one copy a
+# reader of the whole stream takes (the warehouse); partition 0 holds one of every batch
+# only when batches are broadcast.
+LEADER_KEY = b"txstream-leader"
+
 
 def partition_of(key: Key, partitions: int) -> int:
     """crc32 of the key's order-preserving encoding (`state.keys.encode_key`), modulo the
