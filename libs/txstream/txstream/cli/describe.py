@@ -119,8 +119,8 @@ def avro(app: App, registry: SchemaRegistry) -> str:
 
 def warehouse(app: App, registry: SchemaRegistry) -> str:
     """The app's warehouse as `txstream etl run --config` reads it: each stream a fact
-    table (one row per tuple; a spanning stream's batches, on every partition, loaded from
-    one), each table a mirror (followed through the changelog), their
+    table (one row per tuple; a spanning stream's batches, on several partitions, loaded
+    once), each table a mirror (followed through the changelog), their
     columns from the Avro schemas. A table's key parts are columns by the names its
     declaration gives (`app.table(..., key=...)`), else one `key` column of text."""
     dataflow = app.dataflow()

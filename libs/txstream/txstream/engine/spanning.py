@@ -1,14 +1,15 @@
 """Procedures whose batches span partition engines, run deterministically (as in Calvin).
 
 A spanning procedure declares, per input tuple, the (table, key) pairs the tuple touches.
-Its input stream reaches every engine in batch order, so every engine sees the same
-sequence. For each batch, the engines owning any declared key (the participants) each send
-the others the committed-order values of their own declared keys, as of the batch's place
-in the sequence; then each runs the whole batch over the union of those values and keeps
-only the writes to its own keys. The procedure is deterministic, so every participant
-computes the same writes, outputs and abort: no vote or decision is needed, and the batch
-is serializable in input order across engines (TSpoon's PL4) by construction. The lowest
-participant (the leader) emits the batch's outputs and dead letters, once.
+Each batch of its input reaches the engines owning a key it declares, in batch order: every
+engine sees the batches that touch it, in the one sequence. For each batch, the engines
+owning any declared key (the participants) each send the others the committed-order values
+of their own declared keys, as of the batch's place in the sequence; then each runs the
+whole batch over the union of those values and keeps only the writes to its own keys. The
+procedure is deterministic, so every participant computes the same writes, outputs and
+abort: no vote or decision is needed, and the batch is serializable in input order across
+engines (TSpoon's PL4) by construction. The lowest participant (the leader) emits the
+batch's outputs and dead letters, once.
 
 A read of an undeclared key aborts the TE on every participant alike (whether the key
 happens to be local or not), so a wrong declaration is an error, never a divergence.

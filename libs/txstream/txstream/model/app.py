@@ -154,9 +154,9 @@ class App:
         """Declare a stored procedure; each run on one input batch is one TE.
 
         `touches(tuple)` lists the (table, key) pairs a tuple may read or write, wherever
-        they live: the procedure then spans partitions. Its input reaches every partition
-        engine, and each batch runs as one transaction across the engines owning those
-        keys, serializable in batch order (`engine.spanning`). It must be deterministic,
+        they live: the procedure then spans partitions. Each batch of its input goes to the
+        engines owning those keys and runs as one transaction across them, serializable in
+        batch order (`engine.spanning`). It must be deterministic,
         and may not use windows or scans. `isolation` (PL0-PL4, with `touches`) trades
         that order for speed: below PL3 each batch reads as of the start of its `epoch`
         (`Isolation`)."""

@@ -29,7 +29,7 @@ class Dataflow:
     @property
     def spanning_streams(self) -> tuple[str, ...]:
         """Border streams read by a spanning procedure, or by the root of a spanning nested
-        transaction: delivered to every partition."""
+        transaction: each batch goes to the partitions owning a key it declares."""
         return tuple(
             p.input for p in self.decl.procedures.values() if self.touches(p.name) is not None
         )
