@@ -14,7 +14,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bank.records import NAMESPACE, Account, Opening, Transfer, TransferOutcome
+from bank.records import NAMESPACE, Transfer, TransferOutcome
+from bank.stream_transfers import open_accounts
 from txstream import App, Isolation, Record, TxnContext
 
 
@@ -26,18 +27,11 @@ def build_app(
     name: str = "nested-transfers", isolation: Isolation = Isolation.PL4, epoch: int = 16
 ) -> App:
     app = App(name, namespace=NAMESPACE)
-    opens = app.stream("opens", schema=Opening, key_field="account")
     transfers = app.stream("transfers", schema=Transfer)
     credits = app.stream("credits", schema=Transfer)
     refusals = app.stream("refusals", schema=TransferOutcome)
     done = app.stream("transfers_done", schema=TransferOutcome)
-    accounts = app.table("accounts", schema=Account, key=("account",))
-
-    @app.procedure(input=opens)
-    def open_accounts(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        rows = ctx.table(accounts)
-        for row in batch:
-            rows.put(row["account"], {"balance": row["balance"]})
+    accounts = open_accounts(app)
 
     @app.procedure(input=transfers, outputs=[credits, refusals])
     def withdraw(ctx: TxnContext, batch: Sequence[Record]) -> None:

@@ -12,41 +12,18 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from bank.records import NAMESPACE, Account, Opening, Transfer, TransferOutcome
-from txstream import App, Record, TableView, TxnContext
-
-
-def move(rows: TableView, source: int, target: int, amount: int) -> str:
-    """`amount` from account `source` to `target`, if both exist and `source` has it."""
-    payer, payee = rows.get(source), rows.get(target)
-    if payer is None or payee is None:
-        return "no_account"
-    if source == target:
-        return "same_account"
-    if payer["balance"] < amount:
-        return "insufficient_funds"
-    rows.put(source, {"balance": payer["balance"] - amount})
-    rows.put(target, {"balance": payee["balance"] + amount})
-    return "done"
+from bank.records import NAMESPACE, Transfer, TransferOutcome
+from bank.stream_transfers import move, open_accounts, touches
+from txstream import App, Record, TxnContext
 
 
 def build_app(name: str = "refunds") -> App:
     app = App(name, namespace=NAMESPACE)
-    opens = app.stream("opens", schema=Opening, key_field="account")
     transfers = app.stream("transfers", schema=Transfer)
     refunds = app.stream("refunds", schema=Transfer)
     transferred = app.stream("transfer_outcomes", schema=TransferOutcome)
     refunded = app.stream("refund_outcomes", schema=TransferOutcome)
-    accounts = app.table("accounts", schema=Account, key=("account",))
-
-    @app.procedure(input=opens)
-    def open_accounts(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        rows = ctx.table(accounts)
-        for row in batch:
-            rows.put(row["account"], {"balance": row["balance"]})
-
-    def touches(t: Record) -> list[tuple[str, int]]:
-        return [("accounts", t["payer"]), ("accounts", t["payee"])]
+    accounts = open_accounts(app)
 
     @app.procedure(input=transfers, outputs=[transferred], touches=touches)
     def transfer(ctx: TxnContext, batch: Sequence[Record]) -> None:

@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from bank.records import NAMESPACE, Account, Opening, Transfer, TransferOutcome
-from txstream import App, Isolation, Record, TxnContext
+from txstream import App, Isolation, Record, Table, TableView, TxnContext
 
 
 def build_app(
@@ -29,9 +29,26 @@ def build_app(
     formulas: bool = False,
 ) -> App:
     app = App(name, namespace=NAMESPACE)
-    opens = app.stream("opens", schema=Opening, key_field="account")
     transfers = app.stream("transfers", schema=Transfer)
     outcomes = app.stream("transfer_outcomes", schema=TransferOutcome)
+    accounts = open_accounts(app)
+
+    @app.procedure(
+        input=transfers, outputs=[outcomes], touches=touches, isolation=isolation, epoch=epoch
+    )
+    def transfer(ctx: TxnContext, batch: Sequence[Record]) -> None:
+        rows = ctx.table(accounts)
+        for t in batch:
+            outcome = move(rows, t["payer"], t["payee"], t["amount"], formulas)
+            ctx.emit(outcomes, {"seq": t["seq"], "outcome": outcome})
+
+    return app
+
+
+def open_accounts(app: App) -> Table:
+    """The accounts table, and the `opens` stream that opens each account on its own
+    partition; returns the table."""
+    opens = app.stream("opens", schema=Opening, key_field="account")
     accounts = app.table("accounts", schema=Account, key=("account",))
 
     @app.procedure(input=opens)
@@ -40,33 +57,31 @@ def build_app(
         for row in batch:
             rows.put(row["account"], {"balance": row["balance"]})
 
-    def touches(t: Record) -> list[tuple[str, int]]:
-        return [("accounts", t["payer"]), ("accounts", t["payee"])]
+    return accounts
 
-    @app.procedure(
-        input=transfers, outputs=[outcomes], touches=touches, isolation=isolation, epoch=epoch
-    )
-    def transfer(ctx: TxnContext, batch: Sequence[Record]) -> None:
-        rows = ctx.table(accounts)
-        for t in batch:
-            payer, payee = rows.get(t["payer"]), rows.get(t["payee"])
-            if payer is None or payee is None:
-                outcome = "no_account"
-            elif t["payer"] == t["payee"]:
-                outcome = "same_account"
-            elif payer["balance"] < t["amount"]:
-                outcome = "insufficient_funds"
-            elif formulas:
-                rows.add(t["payer"], {"balance": -t["amount"]})
-                rows.add(t["payee"], {"balance": t["amount"]})
-                outcome = "done"
-            else:
-                rows.put(t["payer"], {"balance": payer["balance"] - t["amount"]})
-                rows.put(t["payee"], {"balance": payee["balance"] + t["amount"]})
-                outcome = "done"
-            ctx.emit(outcomes, {"seq": t["seq"], "outcome": outcome})
 
-    return app
+def touches(t: Record) -> list[tuple[str, int]]:
+    """A transfer's keys: its payer's and its payee's accounts."""
+    return [("accounts", t["payer"]), ("accounts", t["payee"])]
+
+
+def move(rows: TableView, source: int, target: int, amount: int, formulas: bool = False) -> str:
+    """`amount` from account `source` to `target`, if both exist, differ and `source` has
+    it; the outcome. With `formulas`, by formula updates (`TableView.add`)."""
+    payer, payee = rows.get(source), rows.get(target)
+    if payer is None or payee is None:
+        return "no_account"
+    if source == target:
+        return "same_account"
+    if payer["balance"] < amount:
+        return "insufficient_funds"
+    if formulas:
+        rows.add(source, {"balance": -amount})
+        rows.add(target, {"balance": amount})
+    else:
+        rows.put(source, {"balance": payer["balance"] - amount})
+        rows.put(target, {"balance": payee["balance"] + amount})
+    return "done"
 
 
 def from_params(params: Mapping[str, Any]) -> App:
