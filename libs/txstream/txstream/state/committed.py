@@ -22,6 +22,7 @@ procedures private copies).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 
@@ -141,8 +142,9 @@ class CommittedState:
 class _Scan:
     """A cached scan's rows, in the order of their encoded keys (RocksDB's), kept beside
     them: a group's writes are merged in by those keys, each written row decoded at most
-    once, rather than the whole scan read back and decoded after every commit that wrote
-    its table (a trending table rewritten at every slide)."""
+    once and placed by binary search, rather than the whole scan read back and decoded
+    (or re-sorted) after every commit that wrote its table: a bank's 5,000 accounts per
+    engine, scanned by a snapshot query, are written by every commit."""
 
     __slots__ = ("head", "keys", "rows")
 
@@ -162,13 +164,22 @@ class _Scan:
         ours = [w for w in writes if w[0].startswith(head)]
         if not ours:
             return self
-        by_key = dict(zip(self.keys, self.rows, strict=True))
+        # New lists: another thread may be iterating the old ones (a query's scan).
+        keys, rows = self.keys[:], self.rows[:]
         for kb, key, value in ours:
+            i = bisect_left(keys, kb)
+            found = i < len(keys) and keys[i] == kb
             if value is None:
-                by_key.pop(kb, None)
+                if found:
+                    del keys[i]
+                    del rows[i]
+                continue
+            row = (key, decode(value) if isinstance(value, bytes) else value)
+            if found:
+                rows[i] = row
             else:
-                by_key[kb] = (key, decode(value) if isinstance(value, bytes) else value)
-        if len(by_key) > SCAN_CACHE_ROWS:
+                keys.insert(i, kb)
+                rows.insert(i, row)
+        if len(keys) > SCAN_CACHE_ROWS:
             return None
-        keys = sorted(by_key)
-        return _Scan(head, keys, [by_key[kb] for kb in keys])
+        return _Scan(head, keys, rows)
