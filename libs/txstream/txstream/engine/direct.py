@@ -11,7 +11,6 @@ partition, in the order they ran; the oldest is forgotten as each new one is kep
 from __future__ import annotations
 
 import json
-from dataclasses import asdict
 
 from txstream.engine.ledger import BatchLedger
 from txstream.engine.writeset import TOMBSTONE, read
@@ -49,7 +48,7 @@ class DirectAnswers:
         key = _count_key(ledger.partition)
         n = (ledger.sys_value(key) or 0) + 1
         ledger.set_sys(key, n)
-        ws.put(DIRECT_TABLE, (result.request_id,), {"value": json.dumps(asdict(result))})
+        ws.put(DIRECT_TABLE, (result.request_id,), {"value": json.dumps(result.record())})
         ws.put(DIRECT_ORDER_TABLE, (n,), {"value": result.request_id})
         old = n - self.remembered
         if old >= 1:

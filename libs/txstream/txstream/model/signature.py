@@ -23,6 +23,8 @@ from pydantic import TypeAdapter, ValidationError
 
 from txstream.model.errors import DataflowError
 
+_PLAIN = (int, str, float, bool)
+
 
 class Signature:
     def __init__(self, transaction: str, params: type) -> None:
@@ -36,6 +38,9 @@ class Signature:
         # One adapter a parameter (pydantic takes no typing.TypedDict before Python 3.12),
         # which also lets an error name the parameter without parsing pydantic's.
         self._types: dict[str, TypeAdapter[Any]] = {}
+        # A value of exactly a plain declared type fits it in strict mode: no adapter runs
+        # (pydantic is most of what checking a call costs the engine).
+        self._plain: dict[str, type] = {}
         for name, hint in get_type_hints(params, include_extras=True).items():
             qualifier = get_origin(hint)
             if qualifier is NotRequired or qualifier is Required:
@@ -45,6 +50,8 @@ class Signature:
                 else:
                     required.discard(name)
             self._types[name] = TypeAdapter(hint)
+            if hint in _PLAIN:
+                self._plain[name] = hint
         self.required = frozenset(required)
 
     def problem(self, params: object) -> str | None:
@@ -54,7 +61,10 @@ class Signature:
         missing = sorted(self.required - params.keys())
         if missing:
             return f"parameter {missing[0]!r} is missing"
+        plain = self._plain
         for name, value in params.items():
+            if type(value) is plain.get(name):
+                continue
             adapter = self._types.get(name)
             if adapter is None:
                 return f"parameter {name!r} is not declared; it takes {sorted(self._types)}"
