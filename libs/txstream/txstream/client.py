@@ -35,7 +35,7 @@ from txstream.kafka.clients import (
     send,
 )
 from txstream.kafka.owners import WorkerGroup, worker_group
-from txstream.kafka.routing import partition_of
+from txstream.kafka.routing import fragment_partition
 from txstream.kafka.topics import AppTopics
 from txstream.model.declarations import Key
 from txstream.oltp.messages import (
@@ -47,7 +47,6 @@ from txstream.oltp.messages import (
     Wire,
     WireDecodeError,
     key_json,
-    key_of,
     reply_partition,
     request_id_for,
 )
@@ -151,7 +150,7 @@ class TxClient:
     def _placement(self, fragments: Sequence[Fragment]) -> set[int]:
         """The partitions the fragments' keys are on."""
         parts = self._partition_count()
-        return {partition_of(key_of(f.key), parts) for f in fragments}
+        return {fragment_partition(f.key, parts) for f in fragments}
 
     def _listen(self, partition: int, assign: bool = False) -> None:
         """Read answers on `partition` of the reply topic from its end now on: in the

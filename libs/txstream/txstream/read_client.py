@@ -25,9 +25,9 @@ import aiohttp
 
 from txstream.config import Settings
 from txstream.kafka.owners import WorkerGroup, app_partitions
-from txstream.kafka.routing import partition_of
+from txstream.kafka.routing import fragment_partition, partition_of
 from txstream.model.declarations import Key
-from txstream.oltp.messages import Fragment, TxnResult, key_of
+from txstream.oltp.messages import Fragment, TxnResult
 
 # Reads per request; and requests per worker whose at-once answers are still awaited (a
 # request whose remaining reads wait for a commit no longer counts): one, so reads sent
@@ -127,7 +127,7 @@ class ReadClient:
 
     def call(self, fragments: Sequence[Fragment], timeout_s: float) -> Future[TxnResult]:
         """Read-only fragments on their one partition (`TxClient.submit_read_only`)."""
-        parts = {partition_of(key_of(f.key), self._partitions()) for f in fragments}
+        parts = {fragment_partition(f.key, self._partitions()) for f in fragments}
         if len(parts) != 1:
             raise ValueError(
                 f"a read-only call runs on one partition; these fragments are on {sorted(parts)}"

@@ -13,10 +13,12 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Sequence
+from functools import lru_cache
 
 from txstream.engine.spanning import SpanPlan
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Key, Record
+from txstream.oltp.messages import key_of
 from txstream.state.keys import encode_key
 
 # The Kafka key of a routed spanning batch's copy on its lowest participant: the one copy a
@@ -33,6 +35,13 @@ def partition_of(key: Key, partitions: int) -> int:
     if partitions < 1:
         raise ValueError(f"partitions must be at least 1, not {partitions}")
     return zlib.crc32(encode_key(key)) % partitions
+
+
+@lru_cache(maxsize=65_536)
+def fragment_partition(key: str, partitions: int) -> int:
+    """`partition_of` a key as a fragment carries it (JSON, `oltp.messages.key_json`),
+    remembered: a client places every call by its keys, and hot keys recur."""
+    return partition_of(key_of(key), partitions)
 
 
 def span_places(
