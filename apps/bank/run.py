@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import random
 import signal
 import sys
@@ -19,7 +20,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import FIRST_COMPLETED, Future, wait
+from concurrent.futures import Future
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -253,6 +254,9 @@ class BankRun:
         pair = self._pairs(rng)
         kills = _kill_plan(c, services)
         pending: dict[Future[TxnResult], tuple[int, int, int]] = {}
+        # Answered transfers queue up as they come: `wait()` over every pending future at
+        # each step costs the client's Python in proportion to the transfers in flight.
+        answered: queue.SimpleQueue[Future[TxnResult]] = queue.SimpleQueue()
         sent = done = 0
         while done < c.transfers:
             while sent < c.transfers and len(pending) < c.in_flight:
@@ -262,14 +266,24 @@ class BankRun:
                     fragment(a, "debit", account=a, amount=amount),
                     fragment(b, "credit", account=b, amount=amount),
                 ]
-                pending[client.submit(moves)] = (a, b, amount)
+                submitted = client.submit(moves)
+                pending[submitted] = (a, b, amount)
+                submitted.add_done_callback(answered.put)
                 sent += 1
             # Results are taken as they come, so one slow transfer does not hold the others'
             # places; the coordinator answers every request by its timeout, this covers its
             # absence: whatever is still pending then has an unknown outcome.
-            finished, _ = wait(pending, c.timeout_s + 30, FIRST_COMPLETED)
-            for future in finished or list(pending):
-                a, b, amount = pending.pop(future)
+            try:
+                finished = [answered.get(timeout=c.timeout_s + 30)]
+                while not answered.empty():
+                    finished.append(answered.get_nowait())
+            except queue.Empty:
+                finished = list(pending)
+            for future in finished:
+                moved = pending.pop(future, None)
+                if moved is None:  # answered after it was counted unknown
+                    continue
+                a, b, amount = moved
                 done += 1
                 if not future.done():
                     self.report.unknown += 1
