@@ -37,7 +37,7 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 from txstream.kafka.read import read_to_committed_end
-from txstream.kafka.routing import LEADER_KEY, partition_of, span_places
+from txstream.kafka.routing import RoutedSends, partition_of, span_places
 from txstream.kafka.topics import AppTopics, ensure_app_topics
 from txstream.model.app import App
 from txstream.model.declarations import Record, Stream, name_of
@@ -92,7 +92,7 @@ class BatchProducer:
         self._partitions: dict[str, int] = {}
         self._last_id: dict[str, int] = {}
         # in the open transaction: spanning stream -> partition -> the last batch id sent
-        self._spanning_sent: dict[str, dict[int, int]] = {}
+        self._spanning_sent: dict[str, RoutedSends] = {}
         tid = transactional_id or f"txstream-batches-{app.name}-{uuid.uuid4().hex}"
         self._producer = Producer(transactional_producer_config(self.settings, tid))
         self._producer.init_transactions(_TIMEOUT_S)
@@ -114,16 +114,14 @@ class BatchProducer:
         batch_id = self._next_id(name, batch_id)
         places = self._places(name, declared, tuples, batch_id)
         value = codec.encode(name, batch_id, tuples)
-        spanning = name in self._dataflow.spanning_streams
+        copies: list[tuple[int, bytes | None]] = [(p, None) for p in places]
+        if name in self._dataflow.spanning_streams:
+            copies = self._routed(name).copies(batch_id, places)
         with self.transaction():
-            for partition in places:
-                key = LEADER_KEY if spanning and partition == places[0] else None
+            for partition, key in copies:
                 send(self._producer, self.topics.stream(name), value, key=key,
                      partition=partition, headers=codec.headers,
                      on_delivery=self._delivered)  # fmt: skip
-            if spanning:
-                sent = self._spanning_sent.setdefault(name, {})
-                sent.update(dict.fromkeys(places, batch_id))
         return batch_id
 
     def send_events(
@@ -233,18 +231,24 @@ class BatchProducer:
         """A progress mark of the last spanning batch id sent in this transaction, on every
         spanning stream, to each partition that did not get that batch: an engine is sent
         only the batches that touch it, and the mark says none up to that id is still to
-        come on that stream."""
-        if not self._spanning_sent:
+        come on that stream (the app's spanning streams are one id sequence)."""
+        tops = [t for sends in self._spanning_sent.values() if (t := sends.top) is not None]
+        if not tops:
             return
-        top = max(i for sent in self._spanning_sent.values() for i in sent.values())
+        top = max(tops)
         for name in self._dataflow.spanning_streams:
-            sent = self._spanning_sent.get(name, {})
             codec = self._codec(name)
             value = codec.encode(PROGRESS, top, [])
-            for partition in range(self._partition_count(name)):
-                if sent.get(partition, 0) < top:
-                    send(self._producer, self.topics.stream(name), value, partition=partition,
-                         headers=codec.headers, on_delivery=self._delivered)  # fmt: skip
+            for partition in self._routed(name).behind(top):
+                send(self._producer, self.topics.stream(name), value, partition=partition,
+                     headers=codec.headers, on_delivery=self._delivered)  # fmt: skip
+
+    def _routed(self, name: str) -> RoutedSends:
+        """What this transaction sent on spanning stream `name`."""
+        sends = self._spanning_sent.get(name)
+        if sends is None:
+            sends = self._spanning_sent[name] = RoutedSends(self._partition_count(name))
+        return sends
 
     def close(self) -> None:
         self._producer.flush(_TIMEOUT_S)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Message, Producer, TopicPartition
@@ -25,7 +25,7 @@ from txstream.kafka.clients import (
     transactional_producer_config,
 )
 from txstream.kafka.read import read_to_committed_end
-from txstream.kafka.routing import LEADER_KEY, span_places
+from txstream.kafka.routing import RoutedSends, span_places
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.model.dataflow import Dataflow
@@ -57,7 +57,7 @@ class _Route:
     lanes: dict[int, Lane] = field(default_factory=dict)
     marked: int | None = None  # the last progress mark sent, in this incarnation
     dataflow: Dataflow | None = None  # a spanning route's app: its batches' keys
-    sent: dict[int, int] = field(default_factory=dict)  # in the commit: partition -> last id
+    sends: RoutedSends | None = None  # a spanning route's, in the commit being made
 
     def progress_mark(self) -> int | None:
         """The highest batch id up to which every batch is emitted to every partition: one
@@ -70,27 +70,31 @@ class _Route:
         emitted = [lane.state.last for lane in self.lanes.values() if lane.state.last is not None]
         return max(emitted) if emitted else None
 
-    def targets(self, lane: int, batch_id: int, tuples: list[Record]) -> Sequence[int]:
-        """The border partitions a batch of `lane` goes to: all of them when broadcast; for
-        a spanning route, those owning a key it declares (partition 0 if its `touches`
-        fails: engine 0 records the abort for all), noted for the commit's marks."""
+    def targets(
+        self, lane: int, batch_id: int, tuples: list[Record]
+    ) -> list[tuple[int, bytes | None]]:
+        """The border partitions a batch of `lane` goes to, each with its copy's Kafka key:
+        all of them when broadcast; for a spanning route, those owning a key it declares
+        (partition 0 if its `touches` fails: engine 0 records the abort for all), noted for
+        the commit's marks."""
         if self.dataflow is not None:
             try:
                 places = span_places(self.dataflow, self.config.stream, tuples, self.partitions)
             except Exception:
                 places = [0]
-            self.sent.update(dict.fromkeys(places, batch_id))
-            return places
-        return range(self.partitions) if self.config.broadcast else range(lane, lane + 1)
+            if self.sends is None:
+                self.sends = RoutedSends(self.partitions)
+            return self.sends.copies(batch_id, places)
+        parts = range(self.partitions) if self.config.broadcast else range(lane, lane + 1)
+        return [(p, None) for p in parts]
 
     def spanning_marks(self) -> tuple[int, list[int]] | None:
         """After a commit's batches of a spanning route: the last id, and the partitions
         that did not get it (each is sent a progress mark of it)."""
-        if not self.sent:
+        if self.sends is None or (top := self.sends.top) is None:
             return None
-        top = max(self.sent.values())
-        behind = [p for p in range(self.partitions) if self.sent.get(p, 0) < top]
-        self.sent = {}
+        behind = self.sends.behind(top)
+        self.sends.clear()
         return top, behind
 
 
@@ -319,10 +323,7 @@ class Sequencer:
         for batch in out.sealed:
             route = self.routes[batch.events[0].position[0]]
             value = route.codec.encode(route.config.stream, batch.batch_id, batch.tuples)
-            places = route.targets(batch.events[0].lane, batch.batch_id, batch.tuples)
-            for p in places:
-                # a spanning batch's copy on its lowest participant is the one to read whole
-                key = LEADER_KEY if route.dataflow is not None and p == places[0] else None
+            for p, key in route.targets(batch.events[0].lane, batch.batch_id, batch.tuples):
                 send(self.producer, route.config.border_topic, value, key=key, partition=p)
         self._produce_dead(out.dead)
         self._mark_progress()

@@ -33,7 +33,7 @@ from txstream.kafka.clients import (
     send,
     transactional_producer_config,
 )
-from txstream.kafka.routing import LEADER_KEY, partition_of, span_places
+from txstream.kafka.routing import RoutedSends, partition_of, span_places
 from txstream.model.app import App
 from txstream.model.declarations import Key
 from txstream.schemas import BatchCodec, SchemaError, SchemaRegistry, find_error
@@ -59,7 +59,8 @@ class Encoded:
     route: Key | None = None  # the key-field value as a routing key: placed by `partition_of`
     batch_id: int | None = None  # an envelope's
     everywhere: bool = False  # to every partition (a progress mark)
-    places: tuple[int, ...] | None = None  # to these partitions (a routed spanning batch)
+    # to these partitions, each copy with its Kafka key (a routed spanning batch, or a mark)
+    copies: tuple[tuple[int, bytes | None], ...] | None = None
     mark: bool = False  # a progress mark, not a batch
 
 
@@ -234,22 +235,21 @@ def routed(
     """Each batch placed on the partitions owning a key it declares (`span_places`), then
     a progress mark of the highest id to each partition that did not get that batch."""
     codec, df = BatchCodec(tuple_schema), app.dataflow()
-    out, last = [], [0] * partitions
+    out, sends = [], RoutedSends(partitions)
     for r in records:
         batch = codec.decode(r.value)
         try:
-            places = tuple(span_places(df, stream, batch.tuples, partitions))
+            places = span_places(df, stream, batch.tuples, partitions)
         except Exception as e:
             raise InputError(f"batch {batch.batch_id}: its touches cannot place it: "
                              f"{type(e).__name__}: {e}") from None  # fmt: skip
-        for p in places:
-            last[p] = batch.batch_id
-        out.append(Encoded(r.key, r.value, r.tuples, batch_id=r.batch_id, places=places))
-    top = max(last)
-    behind = tuple(p for p in range(partitions) if last[p] < top)
-    if behind:
+        copies = tuple(sends.copies(batch.batch_id, places))
+        out.append(Encoded(r.key, r.value, r.tuples, batch_id=r.batch_id, copies=copies))
+    top = sends.top
+    behind = () if top is None else tuple((p, None) for p in sends.behind(top))
+    if top is not None and behind:
         mark = codec.encode(PROGRESS, top, [])
-        out.append(Encoded(None, mark, 0, batch_id=top, places=behind, mark=True))
+        out.append(Encoded(None, mark, 0, batch_id=top, copies=behind, mark=True))
     return out
 
 
@@ -362,7 +362,7 @@ def send_in_one_transaction(
     task = bar.add_task(
         "producing",
         total=sum(
-            partitions if broadcast or r.everywhere else len(r.places or (0,)) for r in records
+            partitions if broadcast or r.everywhere else len(r.copies or (0,)) for r in records
         ),
     )
     failures: list[KafkaError] = []
@@ -380,19 +380,18 @@ def send_in_one_transaction(
     producer.begin_transaction()
     try:
         for r in records:
+            copies: list[tuple[int | None, bytes | None]]
             if broadcast or r.everywhere:
-                places: list[dict[str, int]] = [{"partition": p} for p in range(partitions)]
-            elif r.places is not None:
-                places = [{"partition": p} for p in r.places]
-                if not r.mark:  # the lowest participant's copy is the one to read whole
-                    send(producer, topic, r.value, key=LEADER_KEY, on_delivery=delivered,
-                         headers=headers, partition=places.pop(0)["partition"])  # fmt: skip
+                copies = [(p, r.key) for p in range(partitions)]
+            elif r.copies is not None:
+                copies = list(r.copies)
             elif r.route is None:
-                places = [{}]
+                copies = [(None, r.key)]  # the producer's partitioner places it
             else:
-                places = [{"partition": partition_of(r.route, partitions)}]
-            for placed in places:
-                send(producer, topic, r.value, key=r.key, on_delivery=delivered,
+                copies = [(partition_of(r.route, partitions), r.key)]
+            for partition, key in copies:
+                placed = {} if partition is None else {"partition": partition}
+                send(producer, topic, r.value, key=key, on_delivery=delivered,
                      headers=headers, **placed)  # fmt: skip
             producer.poll(0)
         producer.flush(TRANSACTION_TIMEOUT_S)

@@ -57,3 +57,35 @@ def span_places(
         raise ValueError(f"stream {stream!r} is not a spanning procedure's input")
     plan = SpanPlan.of(touches, tuples, lambda key: partition_of(key, partitions))
     return sorted(plan.participants)
+
+
+class RoutedSends:
+    """One Kafka transaction's routed spanning batches on one topic of `partitions`: where
+    each copy goes and under which key, and the progress marks that end the transaction.
+
+    A batch goes to its participants (`span_places`), the copy on the lowest keyed
+    `LEADER_KEY` (the one a reader of the whole stream takes). Each partition that did not
+    get the transaction's last batch id is then sent a progress mark of that id, so its
+    engine knows no batch up to it is still to come (`engine.hops.PROGRESS`)."""
+
+    def __init__(self, partitions: int) -> None:
+        self.partitions = partitions
+        self._last: dict[int, int] = {}  # partition -> the last batch id sent to it
+
+    def copies(self, batch_id: int, places: Sequence[int]) -> list[tuple[int, bytes | None]]:
+        """Each partition batch `batch_id` is written to, with its copy's Kafka key."""
+        self._last.update(dict.fromkeys(places, batch_id))
+        return [(p, LEADER_KEY if i == 0 else None) for i, p in enumerate(places)]
+
+    @property
+    def top(self) -> int | None:
+        """The last batch id sent in the transaction, if any."""
+        return max(self._last.values(), default=None)
+
+    def behind(self, top: int) -> list[int]:
+        """The partitions to send a progress mark of `top`: those that did not get it."""
+        return [p for p in range(self.partitions) if self._last.get(p, 0) < top]
+
+    def clear(self) -> None:
+        """The transaction is over: the next starts with nothing sent."""
+        self._last.clear()
