@@ -91,7 +91,7 @@ class BatchProducer:
         self._codecs: dict[str, BatchCodec] = {}
         self._partitions: dict[str, int] = {}
         self._last_id: dict[str, int] = {}
-        # in the open transaction: spanning stream -> partition -> the last batch id sent
+        # in the open transaction: spanning stream -> what was sent on it
         self._spanning_sent: dict[str, RoutedSends] = {}
         tid = transactional_id or f"txstream-batches-{app.name}-{uuid.uuid4().hex}"
         self._producer = Producer(transactional_producer_config(self.settings, tid))
@@ -114,9 +114,10 @@ class BatchProducer:
         batch_id = self._next_id(name, batch_id)
         places = self._places(name, declared, tuples, batch_id)
         value = codec.encode(name, batch_id, tuples)
-        copies: list[tuple[int, bytes | None]] = [(p, None) for p in places]
         if name in self._dataflow.spanning_streams:
             copies = self._routed(name).copies(batch_id, places)
+        else:
+            copies = [(p, None) for p in places]
         with self.transaction():
             for partition, key in copies:
                 send(self._producer, self.topics.stream(name), value, key=key,

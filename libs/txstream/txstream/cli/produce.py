@@ -243,13 +243,14 @@ def routed(
         except Exception as e:
             raise InputError(f"batch {batch.batch_id}: its touches cannot place it: "
                              f"{type(e).__name__}: {e}") from None  # fmt: skip
-        copies = tuple(sends.copies(batch.batch_id, places))
+        # the leader's copy is keyed as such; the others keep the batch's own key
+        copies = tuple((p, key or r.key) for p, key in sends.copies(batch.batch_id, places))
         out.append(Encoded(r.key, r.value, r.tuples, batch_id=r.batch_id, copies=copies))
     top = sends.top
-    behind = () if top is None else tuple((p, None) for p in sends.behind(top))
-    if top is not None and behind:
+    if top is not None and (behind := sends.behind(top)):
         mark = codec.encode(PROGRESS, top, [])
-        out.append(Encoded(None, mark, 0, batch_id=top, copies=behind, mark=True))
+        copies = tuple((p, None) for p in behind)
+        out.append(Encoded(None, mark, 0, batch_id=top, copies=copies, mark=True))
     return out
 
 
