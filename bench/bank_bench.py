@@ -45,6 +45,7 @@ def run_one(settings: Settings, args: argparse.Namespace, mix: str) -> BankRepor
         name=name,
         mix=mix,
         snapshot_every_s=args.snapshot_every_s,
+        direct_via=args.direct_via,
     )
     print(f"{mix}: {args.transfers} transfers ...", file=sys.stderr, flush=True)
     try:
@@ -102,6 +103,13 @@ def main() -> int:
         help="a snapshot totals all accounts: ~1 s of engine time per 100k",
     )
     p.add_argument("--mixes", default="single,multi,uniform")
+    p.add_argument(
+        "--direct-via",
+        choices=["kafka", "endpoint"],
+        default="kafka",
+        help="how single-partition transfers reach their engine: its Kafka input, or the "
+        "owning worker's endpoint over HTTP",
+    )
     p.add_argument("--out", type=Path, default=Path("docs/figures/bank_bench.json"))
     p.add_argument("--keep-topics", action="store_true")
     args = p.parse_args()

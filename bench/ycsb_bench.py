@@ -255,11 +255,11 @@ def txstream_run(
 
 
 def _client_process(
-    name: str, ops: list[Op], in_flight: int, direct: bool, committed_reads: bool,
+    name: str, ops: list[Op], in_flight: int, path: str, committed_reads: bool,
     start: Any, out: Any,
 ) -> None:  # fmt: skip
     """One of several client processes: its own TxClient, its share of the operations."""
-    with TxClient(name, Settings(), direct=direct) as client:
+    with client_for(name, Settings(), path) as client:
         client.call([fragment(ops[0].key, "read", id=ops[0].key)], read_only=committed_reads)
         start.wait()  # every process connected and warm: they start together
         r = txstream_run(client, "", ops, in_flight, committed_reads=committed_reads)
@@ -272,7 +272,7 @@ def txstream_processes(
     ops: list[Op],
     in_flight: int,
     processes: int,
-    direct: bool,
+    path: str,
     committed_reads: bool,
     system: str,
 ) -> Result:
@@ -283,7 +283,7 @@ def txstream_processes(
     share = max(1, in_flight // processes)
     procs = [
         ctx.Process(target=_client_process,
-                    args=(name, ops[i::processes], share, direct, committed_reads, start, out))
+                    args=(name, ops[i::processes], share, path, committed_reads, start, out))
         for i in range(processes)
     ]  # fmt: skip
     for proc in procs:
@@ -304,6 +304,15 @@ def txstream_processes(
             if proc.is_alive():
                 proc.kill()
     return result
+
+
+PATHS = ("direct", "endpoint", "coordinator")
+
+
+def client_for(name: str, settings: Settings, path: str) -> TxClient:
+    """A client whose single-partition writes take `path` (one of PATHS)."""
+    via = "endpoint" if path == "endpoint" else "kafka"
+    return TxClient(name, settings, direct=path != "coordinator", direct_via=via)
 
 
 def txstream_rows(client: TxClient) -> int:
@@ -394,7 +403,8 @@ def main() -> int:
         "--paths",
         default="direct",
         help="txstream's paths for single-partition operations, comma-separated: direct "
-        "(client to the partition's engine) and/or coordinator (through the coordinator)",
+        "(client to the partition's engine through Kafka), endpoint (to the owning worker's "
+        "endpoint over HTTP) and/or coordinator (through the coordinator)",
     )
     p.add_argument(
         "--reads",
@@ -433,18 +443,18 @@ def main() -> int:
         f"txstream: {name}, {args.workers} workers, {args.partitions} partitions", file=sys.stderr
     )
     paths = [p.strip() for p in args.paths.split(",")]
-    if not set(paths) <= {"direct", "coordinator"}:
-        p.error(f"--paths {args.paths!r}: each is direct or coordinator")
+    if not set(paths) <= set(PATHS):
+        p.error(f"--paths {args.paths!r}: each is one of {', '.join(PATHS)}")
     systems = {path: "txstream" if paths == ["direct"] else f"txstream ({path})" for path in paths}
     with txstream_app(settings, name, args.partitions, args.workers):
         for path in paths if "txstream" in chosen else []:
-            with TxClient(name, settings, direct=path == "direct") as c:
+            with client_for(name, settings, path) as c:
                 txstream_load(c, args.records, args.partitions)
                 for w in workloads:
                     if args.client_processes > 1:
                         run = txstream_processes(
                             name, w, plans[w], args.in_flight, args.client_processes,
-                            path == "direct", args.reads == "committed", systems[path],
+                            path, args.reads == "committed", systems[path],
                         )  # fmt: skip
                     else:
                         run = txstream_run(c, w, plans[w], args.in_flight, systems[path],

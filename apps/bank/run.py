@@ -58,6 +58,7 @@ class BankConfig:
     mix: str = (
         "uniform"  # uniform (TSpoon), single or multi (both accounts in one partition or not)
     )
+    direct_via: str = "kafka"  # how single-partition transfers reach their engine (TxClient)
 
     def __post_init__(self) -> None:
         for what in ("accounts", "partitions", "workers", "in_flight"):
@@ -67,6 +68,8 @@ class BankConfig:
             raise ValueError("--accounts must be at least 2 for a transfer")
         if self.transfers < 0 or self.kill_coordinator < 0 or self.kill_worker < 0:
             raise ValueError("--transfers and kill counts cannot be negative")
+        if self.direct_via not in ("kafka", "endpoint"):
+            raise ValueError(f"--direct-via must be kafka or endpoint, not {self.direct_via!r}")
         if self.mix not in MIXES:
             raise ValueError(f"--mix must be one of {', '.join(MIXES)}, not {self.mix!r}")
         if self.mix == "multi" and self.partitions < 2:
@@ -169,7 +172,8 @@ class BankRun:
         for s in services:
             s.start()
         try:
-            with TxClient(c.name, self.settings, timeout_s=c.timeout_s) as client:
+            with TxClient(c.name, self.settings, timeout_s=c.timeout_s,
+                          direct_via=c.direct_via) as client:  # fmt: skip
                 self._open_accounts(client)
                 self._wait_for_workers()
                 self._started = time.monotonic()

@@ -84,15 +84,24 @@ class TxClient:
         direct: bool = True,
         reply_partition: int | None = None,
         max_in_flight: int = MAX_IN_FLIGHT,
+        direct_via: str = "kafka",
     ) -> None:
         """`direct`: single-partition transactions go straight to their partition's engine
-        (False sends every request through the coordinator, as before that path existed).
+        (False sends every request through the coordinator, as before that path existed);
+        `direct_via`: how they go there, through its Kafka input ("kafka": the request is
+        durable once sent, and runs even if this client dies), or over HTTP to the
+        endpoint of the worker that owns it ("endpoint": no Kafka record either way, so
+        fewer hops and less broker work; a request the worker had not committed when it
+        died is sent again to the next owner, under its id, and runs once).
         `reply_partition`: the partition of the reply topic this client reads; one at
         random by default, so clients spread over them. `max_in_flight`: requests sent
         and not yet answered; a send beyond it waits for an answer (back-pressure)."""
+        if direct_via not in ("kafka", "endpoint"):
+            raise ValueError(f"direct_via {direct_via!r}: 'kafka' or 'endpoint'")
         self.in_flight = InFlight(max_in_flight, timeout_s)
         self.settings = settings or Settings()
         self.direct = direct
+        self.direct_via = direct_via
         self.topics = AppTopics(app)
         self.timeout_s = timeout_s
         self.wire = Wire(SchemaRegistry(self.settings.schema_dir))
@@ -192,11 +201,16 @@ class TxClient:
         """Send one transaction (fragments, run atomically) or one query; do not wait.
         `request_id`: that of an earlier send whose outcome is unknown (`OltpTimeout`), to
         learn it; a new one by default."""
+        partition = self._direct_partition(fragments) if query is None else None
+        if partition is not None and self.direct_via == "endpoint":
+            rid, timeout = request_id or request_id_for(self.reply_partition), timeout_s
+            call: Pending = self.in_flight.hold(lambda: self._reads().direct(
+                partition, rid, fragments, timeout or self.timeout_s))  # fmt: skip
+            return call
         if request_id is None:
             request_id = request_id_for(self.reply_partition)
         else:  # another client's, perhaps: hear its answer where it goes
             self._hear(reply_partition(request_id, self._reply_partitions))
-        partition = self._direct_partition(fragments) if query is None else None
         future: Pending = self.in_flight.hold(lambda: Pending(request_id, partition))
         with self._lock:
             self._pending[request_id] = future

@@ -219,7 +219,8 @@ class Settings(BaseSettings):
             ) from None
 
     def http_secret(self) -> str | None:
-        """The coordinator endpoint's bearer token, if it requires one."""
+        """The bearer token the coordinator's endpoint, and the workers' endpoint for direct
+        transactions, require, if any."""
         if self.http_token is not None:
             return self.http_token.get_secret_value()
         path = self.secrets_dir / "http.token"

@@ -1,4 +1,5 @@
-"""Reads of committed state from the workers that own them, over HTTP, in batches.
+"""Reads of committed state from the workers that own them, over HTTP, in batches; and
+direct transactions sent the same way (`runtime.direct_calls`), answered once committed.
 
 Each read (a point read or read-only fragments) names its partition, computed with the one
 routing function; the owner of each partition is found from the app's consumer group
@@ -28,10 +29,15 @@ from txstream.kafka.owners import WorkerGroup, app_partitions
 from txstream.kafka.routing import fragment_partition, partition_of
 from txstream.model.declarations import Key
 from txstream.oltp.messages import Fragment, TxnResult
+from txstream.pending import OltpTimeout, Pending
 
 # Reads per request; and requests per worker whose at-once answers are still awaited (a
 # request whose remaining reads wait for a commit no longer counts): one, so reads sent
 # meanwhile go together in the next, fewer and larger, requests (docs/benchmarks.md, YCSB).
+# Direct transactions go in requests of their own, one per worker until all its answers
+# are in (they come once committed): what comes meanwhile goes in the next, so a request
+# holds about a group commit's worth; released at once, the requests were a third as
+# large and the bank's transfers 30% fewer a second (docs/performance-history.md).
 MAX_BATCH = 128
 IN_FLIGHT = 1
 # While a partition has no owner (a rebalance, workers starting), the group is described
@@ -40,7 +46,7 @@ REDESCRIBE_S = 0.2
 
 
 # Reads refused without running: "failed", as the engines report such transactions.
-_REFUSED = frozenset({"unknown_procedure", "bad_request", "bad_read", "wrong_partition"})
+_REFUSED = frozenset({"unknown_procedure", "bad_request", "bad_read", "wrong_partition", "refused"})
 
 
 class ReadUnavailable(RuntimeError):
@@ -69,7 +75,17 @@ class _Read:
     future: Future[Any]
     deadline: float
     then: Callable[[dict[str, Any]], Any]
+    unavailable: Callable[[str], BaseException]  # the error once its deadline passes
     why: str = field(default="")  # the last reason it was not answered
+
+    @property
+    def writes(self) -> bool:
+        """A direct transaction, not a read."""
+        return "request_id" in self.body
+
+
+# Where requests queue and are counted in flight: a worker's URL, and whether they write.
+_Lane = tuple[str, bool]
 
 
 class ReadClient:
@@ -80,13 +96,17 @@ class ReadClient:
         self._owners: dict[int, str] = {}
         self._described = 0.0
         self._describing: asyncio.Future[None] | None = None
-        self._queues: dict[str, list[_Read]] = {}
-        self._sending: dict[str, int] = {}
+        self._queues: dict[_Lane, list[_Read]] = {}
+        self._sending: dict[_Lane, int] = {}
         self._unplaced: list[_Read] = []
         self._posts: dict[asyncio.Future[None], list[_Read]] = {}  # requests in flight
         self._inbox: list[_Read] = []  # submitted, not yet placed: taken by one wake-up
         self._inbox_lock = threading.Lock()
         self._woken = False
+        token = settings.http_secret()
+        self._headers = {"Content-Type": "application/json"}
+        if token is not None:  # direct transactions need it where the stack requires one
+            self._headers["Authorization"] = f"Bearer {token}"
         self._loop = asyncio.new_event_loop()
         self._session: aiohttp.ClientSession | None = None
         self._thread = threading.Thread(target=self._loop.run_forever, name="txclient-reads",
@@ -99,12 +119,15 @@ class ReadClient:
         body: dict[str, Any],
         timeout_s: float,
         then: Callable[[dict[str, Any]], Any],
+        future: Future[Any] | None = None,
+        unavailable: Callable[[str], BaseException] = ReadUnavailable,
     ) -> Future[Any]:
-        """Any thread: ask `body` (`{"table", "key"}` or `{"calls"}`) of `partition`'s owner;
-        the future holds `then(answer)` (an error `then` raises), or `ReadUnavailable`."""
-        future: Future[Any] = Future()
+        """Any thread: ask `body` (`{"table", "key"}`, `{"calls"}`, or a direct transaction)
+        of `partition`'s owner; `future` (a new one by default) holds `then(answer)` (an
+        error `then` raises), or, past `timeout_s`, `unavailable` of what was seen."""
+        future = Future() if future is None else future
         read = _Read(partition, {**body, "partition": partition}, future,
-                     time.monotonic() + timeout_s, then)  # fmt: skip
+                     time.monotonic() + timeout_s, then, unavailable)  # fmt: skip
         with self._inbox_lock:
             self._inbox.append(read)
             wake, self._woken = not self._woken, True
@@ -136,6 +159,37 @@ class ReadClient:
         body = {"calls": [[f.key, f.procedure, f.params] for f in fragments]}
         return self.submit(partition, body, timeout_s, lambda a: read_result(a, partition))
 
+    def direct(
+        self, partition: int, request_id: str, fragments: Sequence[Fragment], timeout_s: float
+    ) -> Pending:
+        """A direct transaction on `partition` (`TxClient` with `direct_via="endpoint"`),
+        sent to its owner's endpoint and answered once committed there; sent again, under
+        the same id, to whoever owns the partition next if that worker stops answering
+        (it runs once). The future holds the result, or `OltpTimeout` if none came in
+        `timeout_s` (the outcome is then unknown)."""
+        body = {"request_id": request_id,
+                "calls": [[f.key, f.procedure, f.params] for f in fragments]}  # fmt: skip
+
+        def result(a: dict[str, Any]) -> TxnResult:
+            if "result" in a:
+                fields = dict(a["result"])
+                fields["partitions"] = list(fields.get("partitions", []))
+                return TxnResult(**fields)
+            status = "failed" if a["reason"] in _REFUSED else "aborted"
+            return TxnResult(request_id, "", status, a["reason"], a.get("detail", ""),
+                             partitions=[partition])  # fmt: skip
+
+        def unknown(why: str) -> OltpTimeout:
+            return OltpTimeout(
+                f"direct transaction {request_id}: {why}; call again with its request_id to "
+                "learn its outcome (it runs once)",
+                request_id,
+            )
+
+        future = Pending(request_id, partition)
+        self.submit(partition, body, timeout_s, result, future, unknown)
+        return future
+
     def _partitions(self) -> int:
         """The app's partition count (its changelog's), which the routing function takes."""
         if self._count is None:
@@ -156,7 +210,7 @@ class ReadClient:
                 waiting += self._inbox
             for r in waiting:
                 if not r.future.done():
-                    r.future.set_exception(ReadUnavailable("the client was closed"))
+                    r.future.set_exception(r.unavailable("the client was closed"))
             if self._session is not None:
                 await self._session.close()
 
@@ -178,7 +232,7 @@ class ReadClient:
             return
         if time.monotonic() >= read.deadline:
             why = read.why or "no answer"
-            read.future.set_exception(ReadUnavailable(
+            read.future.set_exception(read.unavailable(
                 f"partition {read.partition} of app {self.app!r}: {why} (are its workers "
                 "running, with their query endpoint on?)"
             ))  # fmt: skip
@@ -189,8 +243,9 @@ class ReadClient:
             self._unplaced.append(read)
             self._describe()
             return
-        self._queues.setdefault(url, []).append(read)
-        self._send(url)
+        lane = (url, read.writes)
+        self._queues.setdefault(lane, []).append(read)
+        self._send(lane)
 
     def _describe(self) -> None:
         """Learn the owners again (one description at a time, at most every
@@ -215,38 +270,39 @@ class ReadClient:
         for r in waiting:
             self._place(r)
 
-    def _send(self, url: str) -> None:
-        queue = self._queues.get(url)
-        while queue and self._sending.get(url, 0) < IN_FLIGHT:
-            batch, self._queues[url] = queue[:MAX_BATCH], queue[MAX_BATCH:]
-            queue = self._queues[url]
-            self._sending[url] = self._sending.get(url, 0) + 1
-            post = asyncio.ensure_future(self._post(url, batch))
+    def _send(self, lane: _Lane) -> None:
+        queue = self._queues.get(lane)
+        while queue and self._sending.get(lane, 0) < IN_FLIGHT:
+            batch, self._queues[lane] = queue[:MAX_BATCH], queue[MAX_BATCH:]
+            queue = self._queues[lane]
+            self._sending[lane] = self._sending.get(lane, 0) + 1
+            post = asyncio.ensure_future(self._post(lane, batch))
             self._posts[post] = batch  # held until done: the loop keeps only weak references
             post.add_done_callback(self._sent)
 
     def _sent(self, post: asyncio.Future[None]) -> None:
         del self._posts[post]
 
-    async def _post(self, url: str, batch: list[_Read]) -> None:
+    async def _post(self, lane: _Lane, batch: list[_Read]) -> None:
+        url, writes = lane
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         answered: set[int] = set()
         released = False  # counted out of `_sending` once the rest wait for commits
         try:
-            body = json.dumps({"reads": [r.body for r in batch]}).encode()
+            body = json.dumps({"requests": [r.body for r in batch]}).encode()
             async with self._session.post(
-                f"{url}/v1/reads", data=body, headers={"Content-Type": "application/json"}
+                f"{url}/v1/requests", data=body, headers=self._headers
             ) as resp:
                 if resp.status != 200:
                     raise ReadUnavailable(f"{url} answered HTTP {resp.status}: {await resp.text()}")
                 async for line in resp.content:  # each answer as soon as it is ready
                     i, answer = json.loads(line)
-                    if i < 0:  # those left wait for a commit: the next batch need not
-                        if not released:
+                    if i < 0:  # those left wait for a commit: the next batch of reads need not
+                        if not released and not writes:
                             released = True
-                            self._sending[url] -= 1
-                            self._send(url)
+                            self._sending[lane] -= 1
+                            self._send(lane)
                         continue
                     answered.add(i)
                     self._answer(url, batch[i], answer)
@@ -257,8 +313,8 @@ class ReadClient:
             return
         finally:
             if not released:
-                self._sending[url] -= 1
-        self._send(url)
+                self._sending[lane] -= 1
+        self._send(lane)
 
     def _answer(self, url: str, read: _Read, answer: dict[str, Any]) -> None:
         reason = answer.get("reason")
@@ -284,8 +340,8 @@ class ReadClient:
 
     def _forget(self, url: str) -> None:
         self._owners = {p: u for p, u in self._owners.items() if u != url}
-        for r in self._queues.pop(url, []):
-            self._unplaced.append(r)
+        for writes in (False, True):
+            self._unplaced += self._queues.pop((url, writes), [])
         self._describe()
 
 

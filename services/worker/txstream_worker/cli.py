@@ -20,6 +20,7 @@ from txstream.model.app import load_app
 from txstream.model.declarations import RecoveryMode
 from txstream.observability.targets import serve_metrics
 from txstream.recovery.policy import RecoveryPolicy
+from txstream.runtime.direct_calls import TaskCalls
 from txstream.runtime.gc_freeze import freeze_startup_objects
 from txstream.runtime.reads import TaskReads
 from txstream.schemas.codec import BatchCodec
@@ -34,6 +35,10 @@ served: list[TaskManager] = []  # the worker's task manager, once made
 
 def reads_of(partition: int) -> TaskReads | None:
     return served[0].reads_of(partition) if served else None
+
+
+def calls_of(partition: int) -> TaskCalls | None:
+    return served[0].calls_of(partition) if served else None
 
 
 @app.command()
@@ -127,7 +132,8 @@ def run(
     endpoint = None
     if queries:  # bound first: the worker names it in its group when it joins
         try:
-            endpoint = QueryEndpoint(settings, application.name, reads_of, query_host, query_port)
+            endpoint = QueryEndpoint(settings, application.name, reads_of, query_host,
+                                     query_port, calls_of)  # fmt: skip
         except OSError as e:
             typer.echo(f"error: query endpoint {query_host}:{query_port}: {e}", err=True)
             raise typer.Exit(2) from e

@@ -32,6 +32,7 @@ from txstream.config import Settings
 from txstream.model.app import App
 from txstream.observability import metrics
 from txstream.recovery.policy import RecoveryPolicy
+from txstream.runtime.direct_calls import TaskCalls
 from txstream.runtime.inputs import Inputs
 from txstream.runtime.pump import TaskPump
 from txstream.runtime.reads import TaskReads
@@ -115,6 +116,12 @@ class TaskManager:
         """Any thread: where reads of `partition` are answered, if this worker holds it."""
         managed = self.tasks.get(partition)
         return None if managed is None else managed.task.reads
+
+    def calls_of(self, partition: int) -> TaskCalls | None:
+        """Any thread: where direct transactions on `partition` are sent, if this worker
+        holds it."""
+        managed = self.tasks.get(partition)
+        return None if managed is None else managed.task.calls
 
     def serves(self, topic: str) -> bool:
         return topic in self.topics

@@ -3,6 +3,8 @@ the one its client reads, named in the request id; 0 for anything else."""
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 from txstream.oltp.messages import reply_partition, request_id_for
@@ -27,3 +29,20 @@ def test_a_partition_the_topic_lacks_falls_back_to_0() -> None:
     assert reply_partition(request_id_for(5), 1) == 0
     assert reply_partition(request_id_for(5), 5) == 0
     assert reply_partition(request_id_for(5), 6) == 5
+
+
+def test_ids_made_in_a_forked_child_are_not_its_parents() -> None:
+    """Ids are a per-process random prefix and a count: a child forked from a client
+    draws its own prefix, or it would make the ids its parent makes next."""
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: its next id, to the parent
+        os.write(write, request_id_for(1).encode())
+        os._exit(0)
+    os.close(write)
+    child = os.read(read, 200).decode()
+    os.close(read)
+    assert os.waitpid(pid, 0)[1] == 0
+    parent = request_id_for(1)
+    assert child and child != parent
+    assert child[: len("r1-") + 16] != parent[: len("r1-") + 16], "another prefix"

@@ -34,7 +34,7 @@ from txstream.commit.markers import commit_end
 from txstream.engine.group import ORDER_HEADER, CommitGroup, encode_order
 from txstream.kafka.clients import DeliveryLatch, delivery_failure, error_text, send, send_many
 from txstream.kafka.topics import AppTopics
-from txstream.oltp.messages import Wire, reply_partition
+from txstream.oltp.messages import ENDPOINT_REPLY, Wire, reply_partition
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.schemas.codec import BatchCodec
 from txstream.schemas.records import encode_record
@@ -173,6 +173,8 @@ class GroupCommitter:
             for reply in group.replies:
                 self._send(self.topics.replies, self.wire.encode(reply), partition=0)
             for reply_to, result in group.results:  # checked by the task (`reply_problem`)
+                if reply_to == ENDPOINT_REPLY:  # answered on the endpoint once committed
+                    continue
                 part = reply_partition(result.request_id, self.reply_partitions)
                 self._send(reply_to, self.wire.encode(result), partition=part)
         for a in group.aborts:

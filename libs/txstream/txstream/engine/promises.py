@@ -53,6 +53,13 @@ def promise_id(partition: int, offset: int) -> str:
     return f"{_PROMISE_PREFIX}{partition}.{offset}"
 
 
+def endpoint_call_id(partition: int, request_id: str) -> str:
+    """The id of a direct transaction sent to `partition`'s worker endpoint rather than to
+    the promises topic: it has no place there, so its request id (unique per request, the
+    same on each resend) names it, under the prefix clients' transactions have."""
+    return f"{_PROMISE_PREFIX}{partition}.{request_id}"
+
+
 def is_promise_id(txn_id: str) -> bool:
     return txn_id.startswith(_PROMISE_PREFIX)
 

@@ -74,6 +74,7 @@ class TaskPump:
             if msg.error() is None and (topic := msg.topic()) is not None
         ]
         finished = self.task.finish_commit()
+        self.task.run_calls()  # direct transactions sent to the endpoint meanwhile
         backlog = len(msgs) >= max_records  # a full poll: more is waiting
         for _ in self.task.run(records, backlog):
             finished += self.task.start_commit()

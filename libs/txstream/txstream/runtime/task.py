@@ -8,7 +8,8 @@ CLOSED, and is made of parts with one job each:
 - `InputRouter` turns each delivered record into an engine call, or defers it;
 - `ExchangeSender` sends this engine's reads for spanning batches;
 - `CommitPipeline` decides when a group commits and runs the commit's phases;
-- `TaskReads` answers reads of the committed state, asked from other threads.
+- `TaskReads` answers reads of the committed state, asked from other threads;
+- `TaskCalls` runs direct transactions sent to the worker's endpoint, and answers them.
 
 Opening the task fences any zombie producer, restores state (the newest usable of RocksDB
 and the snapshots, then the changelog or the command log), and returns the input positions
@@ -41,13 +42,14 @@ from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.observability import metrics
-from txstream.oltp.messages import Wire
+from txstream.oltp.messages import ENDPOINT_REPLY, EngineRequest, Wire
 from txstream.oltp.origin import Origin
 from txstream.recovery.changelog import restore
 from txstream.recovery.command_log import CommandLogCodec
 from txstream.recovery.policy import RecoveryPolicy
 from txstream.recovery.replay import replay
 from txstream.recovery.sources import BorderSources
+from txstream.runtime.direct_calls import CALL_WAKE_S, TaskCalls
 from txstream.runtime.exchange_sender import ExchangeSender
 from txstream.runtime.input_router import InputRecord, InputRouter
 from txstream.runtime.inputs import Inputs
@@ -116,6 +118,12 @@ class PartitionTask:
         )
         self.metrics = TaskMetrics(app.name, partition)
         self.reads = TaskReads(app.name)
+        self.calls = TaskCalls(
+            f"app {app.name} recovers from its command log, which replays only what Kafka "
+            "holds: send its direct transactions through Kafka (TxClient direct_via='kafka')"
+            if mode.logged
+            else ""
+        )
         self._opened = ExitStack()  # what `open` opened, closed in reverse by `close`
 
     @property
@@ -322,6 +330,27 @@ class PartitionTask:
         if self.engine.inboxes:
             self.metrics.hops(self.engine.inboxes)
 
+    def run_calls(self) -> None:
+        """Run the direct transactions sent to the endpoint that can run now
+        (`TaskCalls`); the group answers them once committed."""
+        if not self.calls.waiting:
+            return
+        if self.engine.group.empty:
+            self.pipeline.opened()
+        try:
+            self.calls.run(self._call)
+        except StateStoreCorruption:
+            self.partition_state.drop()
+            raise
+
+    def _call(self, request: EngineRequest) -> bool:
+        """One call, as the promises topic's direct transactions run (`InputRouter`); False
+        if it must wait: for queued spanning batches, whose reads it could change, or for a
+        decision on a prepared transaction whose rows it touches."""
+        if self.router.spanning and self.engine.spans.holds(spanning=False):
+            return False
+        return self.engine.request(request)
+
     def _send_reads(self) -> None:
         if self.exchange is not None and self.engine.spans.outbox:
             self.exchange.send(self.engine.spans.outbox)
@@ -337,7 +366,12 @@ class PartitionTask:
         return self.pipeline.due(group, end_of_run=end_of_run, backlog=backlog, input_waits=waits)
 
     def idle_wait(self, longest_s: float) -> float:
-        """How long the delivery loop may wait for input before the task needs it back."""
+        """How long the delivery loop may wait for input before the task needs it back:
+        not at all while calls wait, and briefly while they keep coming."""
+        if self.calls.waiting:
+            return 0.0
+        if self.calls.recent:
+            longest_s = min(longest_s, CALL_WAKE_S)
         return self.pipeline.idle_wait(self.engine.group, longest_s)
 
     def commit(self) -> CommitSummary:
@@ -382,10 +416,13 @@ class PartitionTask:
         self.checked.committed(commit.positions)
         self.engine.committed()
         self.reads.committed()
+        group = commit.group
+        if any(to == ENDPOINT_REPLY for to, _ in group.results):
+            failpoints.hit("task.before_endpoint_answers")
+            self.calls.committed(group.results)
         if self.router.waiting:  # spanning input may have waited for this commit
             self.router.drain()
             self._send_reads()
-        group = commit.group
         self.metrics.committed(group, commit.seconds)
         if any(r.kind == "vote" for r in group.replies):
             failpoints.hit("engine.after_vote")
@@ -400,4 +437,5 @@ class PartitionTask:
         Closing twice, or a task whose `open` failed, does nothing more."""
         self.status = TaskState.CLOSED
         self.reads.close()
+        self.calls.close()
         self._opened.close()
