@@ -11,15 +11,19 @@ once either way.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 
 import pytest
 
+from bank.dataflow import from_params
 from tests.integration.test_two_phase import KILLED
 from tests.support.bank_cluster import BankCluster
 from tests.support.kafka_env import KafkaEnv, free_port
 from tests.support.kafka_reads import read_every_partition
 from txstream.client import TxClient, fragment
+from txstream.testing.run_inputs import Unverifiable
+from txstream.testing.verify import verify
 
 pytestmark = pytest.mark.kafka
 
@@ -91,3 +95,19 @@ def test_an_app_recovering_from_its_command_log_refuses_calls_saying_why(
             cluster.open(client, account)
     finally:
         cluster.stop_all()
+
+
+def test_verify_refuses_a_run_with_endpoint_calls_and_replays_one_without(
+    cluster: BankCluster,
+) -> None:
+    """An endpoint call leaves no input record to replay: verify names the partition that
+    ran one rather than report a divergence; the other partition, through Kafka, is fine."""
+    cluster.worker()
+    over_endpoint, through_kafka = cluster.account_on(0), cluster.account_on(1)
+    with client_of(cluster) as client:
+        cluster.open(client, over_endpoint)
+    with TxClient(cluster.name, cluster.settings, 120) as client:
+        cluster.open(client, through_kafka)
+    app = from_params(json.loads(cluster.params))
+    with pytest.raises(Unverifiable, match="partition 0 ran direct transactions sent to"):
+        verify(cluster.settings, app, cluster.partitions)

@@ -43,7 +43,7 @@ from txstream.engine.spanning import Owner
 from txstream.engine.writeset import Base
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Record
-from txstream.oltp.messages import Decision, EngineRequest
+from txstream.oltp.messages import ENDPOINT_REPLY, Decision, EngineRequest
 
 
 class PartitionEngine:
@@ -186,6 +186,15 @@ class PartitionEngine:
     def journal_oltp(self, topic: str, offset: int) -> None:
         """Log an OLTP record handled here (`BatchLedger.journal_oltp`)."""
         self.ledger.journal_oltp(topic, offset, self.executor.journal)
+
+    def call(self, req: EngineRequest) -> bool:
+        """A direct transaction sent to the worker's endpoint (`runtime.direct_calls`), as
+        `request`; the group's order names that such calls ran, for `txstream verify`,
+        which has no input record of them to replay."""
+        applied = self.request(req)
+        if applied:
+            self.ledger.ran(ENDPOINT_REPLY, 0, by_offset=False)
+        return applied
 
     # --- the ledger ----------------------------------------------------------------------
 

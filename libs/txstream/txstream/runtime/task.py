@@ -349,7 +349,7 @@ class PartitionTask:
         decision on a prepared transaction whose rows it touches."""
         if self.router.spanning and self.engine.spans.holds(spanning=False):
             return False
-        return self.engine.request(request)
+        return self.engine.call(request)
 
     def _send_reads(self) -> None:
         if self.exchange is not None and self.engine.spans.outbox:

@@ -24,6 +24,7 @@ from txstream.model.app import App
 from txstream.model.dataflow import Dataflow
 from txstream.model.declarations import Record
 from txstream.oltp.messages import (
+    ENDPOINT_REPLY,
     CoordinatorLog,
     Decision,
     EngineRequest,
@@ -153,6 +154,17 @@ def oltp_records(settings: Settings, topic: str, partition: int, wire: Wire) -> 
             message = replace(message, txn_id=promise_id(partition, offset))
         out[offset] = message
     return out
+
+
+def check_no_endpoint_calls(order: list[BatchRun], partition: int) -> None:
+    """A direct transaction sent to a worker's endpoint leaves no input record: a partition
+    that ran one cannot be replayed (the order names that it did)."""
+    if any(run.stream == ENDPOINT_REPLY for run in order):
+        raise Unverifiable(
+            f"partition {partition} ran direct transactions sent to a worker's endpoint "
+            "(TxClient direct_via='endpoint'), which leave no input record to replay: "
+            "verify a run whose clients sent them through Kafka"
+        )
 
 
 def check_named(order: list[BatchRun], oltp: dict[str, dict[int, Any]], partition: int) -> None:

@@ -72,6 +72,7 @@ from txstream.testing.run_inputs import (
     batches_of,
     by_offset,
     check_named,
+    check_no_endpoint_calls,
     coordinator_log,
     hop_input_of,
     oltp_records,
@@ -142,6 +143,7 @@ def verify(
             s: batches_of(settings, topics.stream(s), p, c, writers) for s, c in codecs.items()
         }
         oltp = {t: oltp_records(settings, t, p, wire) for t in oltp_topics(app, topics)}
+        check_no_endpoint_calls(order, p)
         check_named(order, oltp, p)
         hops = {topics.hop(h): hop_input_of(settings, dataflow, topics, h, p, registry, writers)
                 for h in dataflow.hops}  # fmt: skip
