@@ -250,6 +250,13 @@ def main() -> int:
     p.add_argument("--in-flight", type=int, default=64, help="txstream: outstanding")
     p.add_argument("--clients", type=int, default=8, help="PostgreSQL: connections")
     p.add_argument("--seed", type=int, default=7)
+    p.add_argument(
+        "--direct-via",
+        choices=["kafka", "endpoint"],
+        default="kafka",
+        help="how txstream's single-partition transactions reach their engine: its Kafka "
+        "input, or the owning worker's endpoint over HTTP",
+    )
     args = p.parse_args()
     txns = plan(args.warehouses, args.items, args.customers, args.txns, args.seed)
     settings = Settings()
@@ -260,7 +267,7 @@ def main() -> int:
     factory = "tpcc.dataflow:from_params"
     with (
         txstream_app(settings, name, args.partitions, args.workers, factory),
-        TxClient(name, settings, timeout_s=120) as c,
+        TxClient(name, settings, timeout_s=120, direct_via=args.direct_via) as c,
     ):
         txstream_load(c, args.warehouses, args.items, args.customers)
         ours = txstream_run(c, txns, args.in_flight)
