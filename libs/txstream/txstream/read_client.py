@@ -34,10 +34,12 @@ from txstream.pending import OltpTimeout, Pending
 # Reads per request; and requests per worker whose at-once answers are still awaited (a
 # request whose remaining reads wait for a commit no longer counts): one, so reads sent
 # meanwhile go together in the next, fewer and larger, requests (docs/benchmarks.md, YCSB).
-# Direct transactions go in requests of their own, one per worker until all its answers
+# Direct transactions go in requests of their own, one per partition until all its answers
 # are in (they come once committed): what comes meanwhile goes in the next, so a request
 # holds about a group commit's worth; released at once, the requests were a third as
-# large and the bank's transfers 30% fewer a second (docs/performance-history.md).
+# large and the bank's transfers 30% fewer a second. Per partition, not per worker: a call
+# waiting for a 2PC decision holds up only its own partition's, which wait behind it there
+# anyway (TPC-C did half the rate with one lane per worker; docs/performance-history.md).
 MAX_BATCH = 128
 IN_FLIGHT = 1
 # While a partition has no owner (a rebalance, workers starting), the group is described
@@ -79,13 +81,15 @@ class _Read:
     why: str = field(default="")  # the last reason it was not answered
 
     @property
-    def writes(self) -> bool:
-        """A direct transaction, not a read."""
-        return "request_id" in self.body
+    def lane(self) -> int:
+        """Where it queues at its worker: READS, or a direct transaction's partition."""
+        return self.partition if "request_id" in self.body else READS
 
 
-# Where requests queue and are counted in flight: a worker's URL, and whether they write.
-_Lane = tuple[str, bool]
+# Where requests queue and are counted in flight: a worker's URL, and READS or the partition
+# of the direct transactions they hold.
+_Lane = tuple[str, int]
+READS = -1
 
 
 class ReadClient:
@@ -243,7 +247,7 @@ class ReadClient:
             self._unplaced.append(read)
             self._describe()
             return
-        lane = (url, read.writes)
+        lane = (url, read.lane)
         self._queues.setdefault(lane, []).append(read)
         self._send(lane)
 
@@ -284,7 +288,7 @@ class ReadClient:
         del self._posts[post]
 
     async def _post(self, lane: _Lane, batch: list[_Read]) -> None:
-        url, writes = lane
+        url, writes = lane[0], lane[1] != READS
         if self._session is None:
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         answered: set[int] = set()
@@ -340,8 +344,8 @@ class ReadClient:
 
     def _forget(self, url: str) -> None:
         self._owners = {p: u for p, u in self._owners.items() if u != url}
-        for writes in (False, True):
-            self._unplaced += self._queues.pop((url, writes), [])
+        for lane in [lane for lane in self._queues if lane[0] == url]:
+            self._unplaced += self._queues.pop(lane)
         self._describe()
 
 

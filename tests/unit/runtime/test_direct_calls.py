@@ -62,6 +62,19 @@ def test_a_call_the_engine_cannot_take_yet_waits_with_those_after_it() -> None:
     assert calls.run(lambda r: True) == 2
 
 
+def test_a_call_waiting_for_a_decision_does_not_keep_the_task_from_waiting_for_input() -> None:
+    """Only calls not yet tried make the task poll without waiting: one that waits for a
+    2PC decision waits for input (the decision), or the task would spin."""
+    calls = TaskCalls()
+    assert not calls.new
+    calls.ask(call("a"), lambda answer: None)
+    assert calls.new and calls.waiting
+    calls.run(lambda r: False)
+    assert calls.waiting and not calls.new
+    calls.ask(call("b"), lambda answer: None)
+    assert calls.new
+
+
 def test_a_call_the_engine_refuses_is_answered_with_the_error_and_the_rest_go_on() -> None:
     calls, answers = TaskCalls(), Answers()
     calls.ask(call("bad"), answers.to("bad"))

@@ -41,6 +41,7 @@ class TaskCalls:
         self.refused = refused
         self._lock = threading.Lock()  # guards `_inbox`, `_closed`, `_last`
         self._inbox: deque[tuple[EngineRequest, Reply]] = deque()
+        self._new = False  # calls came since `run` last looked
         self._closed = False
         self._last = -ACTIVE_S
         # the task thread's own: request id -> the calls its answer is owed to
@@ -66,6 +67,7 @@ class TaskCalls:
                 problem = RuntimeError(f"{MAX_WAITING} calls wait here")
             else:
                 self._inbox.append((request, reply))
+                self._new = True
                 self._last = time.monotonic()
         if problem is not None:
             reply(problem)
@@ -74,6 +76,13 @@ class TaskCalls:
     def waiting(self) -> bool:
         """Calls wait to run."""
         return bool(self._inbox)
+
+    @property
+    def new(self) -> bool:
+        """Calls came since `run` last looked: the task should not wait for input first.
+        (Calls that wait for a decision do not count: the decision comes as input; a task
+        that polled without waiting for them spun a core under TPC-C.)"""
+        return self._new
 
     @property
     def recent(self) -> bool:
@@ -85,6 +94,8 @@ class TaskCalls:
         (`apply` returns False: nothing of it applied); returns how many ran. An `apply`
         that raises refuses its call, with the error, and goes on to the next."""
         ran = 0
+        with self._lock:
+            self._new = False
         while True:
             with self._lock:
                 if not self._inbox:

@@ -367,8 +367,8 @@ class PartitionTask:
 
     def idle_wait(self, longest_s: float) -> float:
         """How long the delivery loop may wait for input before the task needs it back:
-        not at all while calls wait, and briefly while they keep coming."""
-        if self.calls.waiting:
+        not at all while new calls wait, and briefly while they keep coming."""
+        if self.calls.new:
             return 0.0
         if self.calls.recent:
             longest_s = min(longest_s, CALL_WAKE_S)
