@@ -39,7 +39,7 @@ from txstream.pending import OltpTimeout, Pending
 # holds about a group commit's worth; released at once, the requests were a third as
 # large and the bank's transfers 30% fewer a second. Per partition, not per worker: a call
 # waiting for a 2PC decision holds up only its own partition's, which wait behind it there
-# anyway (TPC-C did half the rate with one lane per worker; docs/performance-history.md).
+# anyway (docs/performance-history.md, TPC-C over the endpoint).
 MAX_BATCH = 128
 IN_FLIGHT = 1
 # While a partition has no owner (a rebalance, workers starting), the group is described
