@@ -176,9 +176,7 @@ class ReadClient:
 
         def result(a: dict[str, Any]) -> TxnResult:
             if "result" in a:
-                fields = dict(a["result"])
-                fields["partitions"] = list(fields.get("partitions", []))
-                return TxnResult(**fields)
+                return TxnResult.from_record(a["result"])
             status = "failed" if a["reason"] in _REFUSED else "aborted"
             return TxnResult(request_id, "", status, a["reason"], a.get("detail", ""),
                              partitions=[partition])  # fmt: skip

@@ -65,9 +65,6 @@ READ_WAIT_S = 10.0
 # The app's group is described again at most this often to find other partitions' owners.
 OWNERS_TTL_S = 1.0
 MAX_READS = 10_000  # per batch request
-# How long a direct transaction's answer is waited for here (queued behind a prepared 2PC
-# transaction, say) before the client is told to send it again: the same id runs once.
-CALL_WAIT_S = 10.0
 
 
 def freshness_json(f: Freshness) -> dict[str, Any]:

@@ -264,8 +264,16 @@ class InputRouter:
             problem = self.topics.reply_problem(req.reply_to)
             if problem is not None:
                 raise RefusedReplyTo(problem)
-        if req.kind != "read" and (
-            reads_only or (self.spanning and self.engine.spans.holds(spanning=False))
-        ):
-            return False  # it could write rows queued spanning batches have read
+        if req.kind != "read" and (reads_only or self._spans_hold_writes()):
+            return False
         return self.engine.request(req)
+
+    def call(self, req: EngineRequest) -> bool:
+        """A direct transaction sent to the worker's endpoint (`runtime.direct_calls`): no
+        record, so nothing to decode or defer; False if it must wait, as a direct one from
+        the promises topic would (`PartitionEngine.call`)."""
+        return not self._spans_hold_writes() and self.engine.call(req)
+
+    def _spans_hold_writes(self) -> bool:
+        """Spanning batches are queued: a write could change rows they have read."""
+        return self.spanning and self.engine.spans.holds(spanning=False)

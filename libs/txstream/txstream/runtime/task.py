@@ -42,7 +42,7 @@ from txstream.kafka.routing import partition_of
 from txstream.kafka.topics import AppTopics
 from txstream.model.app import App
 from txstream.observability import metrics
-from txstream.oltp.messages import ENDPOINT_REPLY, EngineRequest, Wire
+from txstream.oltp.messages import ENDPOINT_REPLY, Wire
 from txstream.oltp.origin import Origin
 from txstream.recovery.changelog import restore
 from txstream.recovery.command_log import CommandLogCodec
@@ -338,18 +338,10 @@ class PartitionTask:
         if self.engine.group.empty:
             self.pipeline.opened()
         try:
-            self.calls.run(self._call)
+            self.calls.run(self.router.call)
         except StateStoreCorruption:
             self.partition_state.drop()
             raise
-
-    def _call(self, request: EngineRequest) -> bool:
-        """One call, as the promises topic's direct transactions run (`InputRouter`); False
-        if it must wait: for queued spanning batches, whose reads it could change, or for a
-        decision on a prepared transaction whose rows it touches."""
-        if self.router.spanning and self.engine.spans.holds(spanning=False):
-            return False
-        return self.engine.call(request)
 
     def _send_reads(self) -> None:
         if self.exchange is not None and self.engine.spans.outbox:
